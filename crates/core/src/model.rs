@@ -1,0 +1,612 @@
+//! The task model: ids, statuses, work specs, phases, and the task itself.
+//!
+//! A [`Task`] is split by ownership: [`TaskSpec`] holds what people (and agents, through
+//! the tree protocol) may write; [`RunnerState`] holds what only Warden writes. Runner
+//! fields are readable everywhere but can be changed only by the event fold in
+//! [`crate::event`], so code that handles agent input cannot set them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// A task id: `^[a-z0-9][a-z0-9._-]{0,63}$`. Never a path: no `/`, no leading dot, no `..`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct TaskId(String);
+
+/// Why a string is not a valid [`TaskId`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// The id is empty.
+    #[error("task id is empty; use 1-64 characters from a-z, 0-9, '.', '_' and '-'")]
+    Empty,
+    /// The id is longer than 64 characters.
+    #[error("task id {0:?} is longer than 64 characters; shorten it")]
+    TooLong(String),
+    /// The id has a character outside the allowed set, or starts with one that may not lead.
+    #[error(
+        "task id {0:?} is invalid; use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit"
+    )]
+    BadChar(String),
+}
+
+impl TaskId {
+    /// Validates and wraps an id.
+    pub fn new(s: &str) -> Result<TaskId, IdError> {
+        if s.is_empty() {
+            return Err(IdError::Empty);
+        }
+        if s.chars().count() > 64 {
+            return Err(IdError::TooLong(truncate_for_message(s)));
+        }
+        let mut chars = s.chars();
+        let first = chars.next().unwrap_or('.');
+        let lead_ok = first.is_ascii_lowercase() || first.is_ascii_digit();
+        let rest_ok = chars.all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_' || c == '-'
+        });
+        if !lead_ok || !rest_ok {
+            return Err(IdError::BadChar(truncate_for_message(s)));
+        }
+        Ok(TaskId(s.to_owned()))
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn truncate_for_message(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for TaskId {
+    type Err = IdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TaskId::new(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        TaskId::new(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Defines a string-named enum with `as_str`, `ALL`, `Display`, `FromStr` and serde.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name { $($(#[$vm])* $v),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+            /// The wire name.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s),+ }
+            }
+            /// Parses a wire name.
+            pub fn parse(s: &str) -> Option<$name> {
+                match s { $($s => Some($name::$v),)+ _ => None }
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::parse(s.trim()).ok_or_else(|| {
+                    let all: Vec<&str> = $name::ALL.iter().map(|v| v.as_str()).collect();
+                    format!("unknown {} {:?}; use one of: {}", $what, s, all.join(", "))
+                })
+            }
+        }
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
+
+named_enum!(
+    /// A task's lifecycle state (seed 001's names).
+    Status, "status" {
+        /// Created, not started.
+        Pending = "pending",
+        /// Waiting for a person's answer.
+        Clarification = "clarification",
+        /// A worker is implementing.
+        Working = "working",
+        /// A review agent is reviewing.
+        AgentReview = "agent-review",
+        /// The agent review passed; a person reviews.
+        Reviewing = "reviewing",
+        /// Needs a person: attempts exhausted, reviews failed, or crashes.
+        Stuck = "stuck",
+        /// Accepted. Terminal.
+        Done = "done",
+        /// Abandoned. Terminal.
+        Cancelled = "cancelled",
+    }
+);
+
+impl Status {
+    /// `done` and `cancelled` never change.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Done | Status::Cancelled)
+    }
+}
+
+named_enum!(
+    /// Which transition map governs a task.
+    WorkflowKind, "workflow" {
+        /// Seed 001's map with artifact gates (default for agent work).
+        Review = "review",
+        /// Guard only (seed 000): `pending → working → done | stuck`.
+        Direct = "direct",
+    }
+);
+
+named_enum!(
+    /// The role of an agent session.
+    Role, "role" {
+        /// Implements the task.
+        Worker = "worker",
+        /// Reviews the worker's result.
+        Reviewer = "reviewer",
+    }
+);
+
+named_enum!(
+    /// One step of the phase pipeline (seed 004), in execution order.
+    Phase, "phase" {
+        /// Merge the branches of done dependencies into the worktree.
+        MergeFi = "merge-fi",
+        /// Checks before the work.
+        Prechecks = "prechecks",
+        /// The work itself (shell, process or agent session).
+        Work = "work",
+        /// Commit the worktree if it changed.
+        Commit = "commit",
+        /// Checks after the work: the guard.
+        Postchecks = "postchecks",
+        /// Merge the task branch back into the base branch.
+        MergeRi = "merge-ri",
+    }
+);
+
+named_enum!(
+    /// The status of one phase.
+    PhaseStatus, "phase status" {
+        /// Not run yet (or reset by a retry).
+        Pending = "pending",
+        /// Running now.
+        Running = "running",
+        /// Ran and succeeded; never run again unless a retry resets it.
+        Success = "success",
+        /// Ran and failed.
+        Failed = "failed",
+        /// Nothing to do (no spec, no git, nothing to commit).
+        Skipped = "skipped",
+    }
+);
+
+impl Phase {
+    /// The index of the phase in execution order.
+    pub fn index(self) -> usize {
+        Phase::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    }
+}
+
+/// What a phase runs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum WorkSpec {
+    /// Run by `sh -c` (a person's own shell line).
+    Shell(String),
+    /// Run by argv, never through a shell.
+    Process(Vec<String>),
+    /// An agent session with these instructions.
+    Agent(String),
+}
+
+impl WorkSpec {
+    /// Is this an agent session?
+    pub fn is_agent(&self) -> bool {
+        matches!(self, WorkSpec::Agent(_))
+    }
+}
+
+/// The three user-owned specs of a task.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Specs {
+    /// The work; `None` in the review workflow means "the configured agent, with the
+    /// title and body as instructions".
+    pub work: Option<WorkSpec>,
+    /// Checks run before the work.
+    pub prechecks: Option<WorkSpec>,
+    /// Checks run after the work: the guard.
+    pub postchecks: Option<WorkSpec>,
+}
+
+/// Fields a person owns (agents may edit title, body, order and parent through the tree
+/// protocol). Nothing here is runner state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    /// The id.
+    pub id: TaskId,
+    /// A one-line title; defaults to the id.
+    pub title: String,
+    /// Free text: instructions and context.
+    #[serde(default)]
+    pub body: String,
+    /// The parent in the tree, if any.
+    #[serde(default)]
+    pub parent: Option<TaskId>,
+    /// Sort key among siblings (ties broken by id).
+    #[serde(default)]
+    pub order: i64,
+    /// Tasks that must be `done` before this one is scheduled.
+    #[serde(default)]
+    pub depends_on: Vec<TaskId>,
+    /// The workflow.
+    pub workflow: WorkflowKind,
+    /// Work, prechecks, postchecks.
+    #[serde(default)]
+    pub spec: Specs,
+    /// Failed attempts allowed before the task is stuck.
+    pub max_attempts: u32,
+}
+
+impl TaskSpec {
+    /// A spec with defaults: title = id, no specs, `workflow` as given.
+    pub fn new(id: TaskId, workflow: WorkflowKind, max_attempts: u32) -> TaskSpec {
+        TaskSpec {
+            title: id.as_str().to_owned(),
+            id,
+            body: String::new(),
+            parent: None,
+            order: 0,
+            depends_on: Vec::new(),
+            workflow,
+            spec: Specs::default(),
+            max_attempts,
+        }
+    }
+
+    /// Is the work of this task an agent session? (No work spec in the review workflow
+    /// means the configured agent.)
+    pub fn work_is_agent(&self) -> bool {
+        match &self.spec.work {
+            Some(w) => w.is_agent(),
+            None => self.workflow == WorkflowKind::Review,
+        }
+    }
+}
+
+/// The status of every phase, keyed by phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Phases {
+    #[serde(rename = "merge-fi")]
+    merge_fi: PhaseStatus,
+    prechecks: PhaseStatus,
+    work: PhaseStatus,
+    commit: PhaseStatus,
+    postchecks: PhaseStatus,
+    #[serde(rename = "merge-ri")]
+    merge_ri: PhaseStatus,
+}
+
+impl Default for Phases {
+    fn default() -> Self {
+        Phases {
+            merge_fi: PhaseStatus::Pending,
+            prechecks: PhaseStatus::Pending,
+            work: PhaseStatus::Pending,
+            commit: PhaseStatus::Pending,
+            postchecks: PhaseStatus::Pending,
+            merge_ri: PhaseStatus::Pending,
+        }
+    }
+}
+
+impl Phases {
+    /// The status of one phase.
+    pub fn get(&self, p: Phase) -> PhaseStatus {
+        match p {
+            Phase::MergeFi => self.merge_fi,
+            Phase::Prechecks => self.prechecks,
+            Phase::Work => self.work,
+            Phase::Commit => self.commit,
+            Phase::Postchecks => self.postchecks,
+            Phase::MergeRi => self.merge_ri,
+        }
+    }
+
+    pub(crate) fn set(&mut self, p: Phase, s: PhaseStatus) {
+        let slot = match p {
+            Phase::MergeFi => &mut self.merge_fi,
+            Phase::Prechecks => &mut self.prechecks,
+            Phase::Work => &mut self.work,
+            Phase::Commit => &mut self.commit,
+            Phase::Postchecks => &mut self.postchecks,
+            Phase::MergeRi => &mut self.merge_ri,
+        };
+        *slot = s;
+    }
+
+    /// `(phase, status)` pairs in execution order.
+    pub fn iter(&self) -> impl Iterator<Item = (Phase, PhaseStatus)> + '_ {
+        Phase::ALL.iter().map(|p| (*p, self.get(*p)))
+    }
+
+    /// The earliest failed phase, if any.
+    pub fn first_failed(&self) -> Option<Phase> {
+        self.iter()
+            .find(|(_, s)| *s == PhaseStatus::Failed)
+            .map(|(p, _)| p)
+    }
+}
+
+/// A session Warden started for a task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The session id Warden gave it.
+    pub id: String,
+    /// Worker or reviewer.
+    pub role: Role,
+    /// Which status entry it was started for (see [`RunnerState::entry`]).
+    pub entry: u32,
+}
+
+/// How many exit reports are remembered for idempotency; older ids fall off the end.
+pub const REPORTED_SESSIONS_KEPT: usize = 32;
+
+/// Fields only Warden writes. Read them through the getters; they change only through
+/// the event fold (`crate::event::apply`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerState {
+    pub(crate) status: Status,
+    pub(crate) passes: bool,
+    pub(crate) attempts: u32,
+    pub(crate) crash_count: u32,
+    pub(crate) review_round: u32,
+    pub(crate) phases: Phases,
+    pub(crate) resume_from_phase: Option<Phase>,
+    /// Phases whose one automatic heal has been used.
+    pub(crate) auto_heal: Vec<Phase>,
+    pub(crate) version: u64,
+    pub(crate) created_at: Timestamp,
+    pub(crate) updated_at: Timestamp,
+    /// Counts entries into a status; a session belongs to the entry it was started for.
+    pub(crate) entry: u32,
+    /// Every session Warden started for this task.
+    pub(crate) sessions: Vec<SessionRecord>,
+    /// The session believed alive, if any.
+    pub(crate) live_session: Option<String>,
+    /// Session ids whose exit was already processed (bounded).
+    pub(crate) reported: Vec<String>,
+    /// The current session ended without advancing: shown as ✗ until something happens.
+    pub(crate) dead: bool,
+    /// A person asked for a new session (`task respawn`).
+    pub(crate) respawn_requested: bool,
+    /// Why the task last failed or got stuck, for STATE.md and prompts.
+    pub(crate) last_failure: Option<String>,
+}
+
+impl RunnerState {
+    pub(crate) fn new(status: Status, passes: bool, attempts: u32, at: Timestamp) -> Self {
+        RunnerState {
+            status,
+            passes,
+            attempts,
+            crash_count: 0,
+            review_round: 0,
+            phases: Phases::default(),
+            resume_from_phase: None,
+            auto_heal: Vec::new(),
+            version: 0,
+            created_at: at,
+            updated_at: at,
+            entry: 0,
+            sessions: Vec::new(),
+            live_session: None,
+            reported: Vec::new(),
+            dead: false,
+            respawn_requested: false,
+            last_failure: None,
+        }
+    }
+}
+
+/// A task: the user-owned spec plus the runner-owned state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// User-owned fields.
+    pub spec: TaskSpec,
+    /// Runner-owned fields (read-only outside the core).
+    pub(crate) runner: RunnerState,
+}
+
+impl Task {
+    /// The id.
+    pub fn id(&self) -> &TaskId {
+        &self.spec.id
+    }
+    /// Runner-owned fields.
+    pub fn runner(&self) -> &RunnerState {
+        &self.runner
+    }
+    /// Lifecycle status.
+    pub fn status(&self) -> Status {
+        self.runner.status
+    }
+    /// Accepted (leaf) or all children pass (group).
+    pub fn passes(&self) -> bool {
+        self.runner.passes
+    }
+    /// Failed attempts so far.
+    pub fn attempts(&self) -> u32 {
+        self.runner.attempts
+    }
+    /// Sessions that ended without the required artifact since the last transition.
+    pub fn crash_count(&self) -> u32 {
+        self.runner.crash_count
+    }
+    /// Entries into `agent-review` so far.
+    pub fn review_round(&self) -> u32 {
+        self.runner.review_round
+    }
+    /// Phase statuses.
+    pub fn phases(&self) -> &Phases {
+        &self.runner.phases
+    }
+    /// Where the next run of the pipeline starts, after a retry.
+    pub fn resume_from_phase(&self) -> Option<Phase> {
+        self.runner.resume_from_phase
+    }
+    /// Phases whose automatic heal was used.
+    pub fn auto_heal(&self) -> &[Phase] {
+        &self.runner.auto_heal
+    }
+    /// Incremented by every write.
+    pub fn version(&self) -> u64 {
+        self.runner.version
+    }
+    /// When the task was created.
+    pub fn created_at(&self) -> Timestamp {
+        self.runner.created_at
+    }
+    /// When the task last changed.
+    pub fn updated_at(&self) -> Timestamp {
+        self.runner.updated_at
+    }
+    /// The session believed alive.
+    pub fn live_session(&self) -> Option<&str> {
+        self.runner.live_session.as_deref()
+    }
+    /// Sessions Warden started for this task.
+    pub fn sessions(&self) -> &[SessionRecord] {
+        &self.runner.sessions
+    }
+    /// The status-entry counter.
+    pub fn entry(&self) -> u32 {
+        self.runner.entry
+    }
+    /// The last session ended without advancing the task.
+    pub fn is_dead(&self) -> bool {
+        self.runner.dead
+    }
+    /// A person asked for a new session.
+    pub fn respawn_requested(&self) -> bool {
+        self.runner.respawn_requested
+    }
+    /// Why the task last failed, if known.
+    pub fn last_failure(&self) -> Option<&str> {
+        self.runner.last_failure.as_deref()
+    }
+    /// The git branch of the task.
+    pub fn branch(&self) -> String {
+        format!("warden/{}", self.spec.id)
+    }
+    /// Is the work an agent session?
+    pub fn work_is_agent(&self) -> bool {
+        self.spec.work_is_agent()
+    }
+}
+
+/// Limits from configuration, passed into every rule that needs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Default `max_attempts` for new tasks.
+    pub max_attempts: u32,
+    /// Crashes in one status before the task is stuck.
+    pub crash_threshold: u32,
+    /// Review rounds before a FAIL makes the task stuck.
+    pub max_review_rounds: u32,
+    /// Seconds a phase may run.
+    pub phase_timeout_s: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_attempts: 3,
+            crash_threshold: 2,
+            max_review_rounds: 2,
+            phase_timeout_s: 3600,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_id(s: &str, ok: bool) {
+        assert_eq!(TaskId::new(s).is_ok(), ok, "{s:?}");
+    }
+
+    #[test]
+    fn ids() {
+        check_id("a", true);
+        check_id("login-page", true);
+        check_id("01-setup.v2_x", true);
+        check_id(&"a".repeat(64), true);
+        check_id(&"a".repeat(65), false);
+        check_id("", false);
+        check_id("../x", false);
+        check_id("a/b", false);
+        check_id(".hidden", false);
+        check_id("-x", false);
+        check_id("Upper", false);
+        check_id("a b", false);
+        check_id("é", false);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(*s));
+        }
+        for p in Phase::ALL {
+            assert_eq!(Phase::ALL[p.index()], *p);
+        }
+        assert!("bogus".parse::<Status>().unwrap_err().contains("agent-review"));
+    }
+
+    #[test]
+    fn workspec_wire_shape() {
+        let w: WorkSpec = serde_json::from_str(r#"{"shell": "make test"}"#).unwrap();
+        assert_eq!(w, WorkSpec::Shell("make test".into()));
+        let w: WorkSpec = serde_json::from_str(r#"{"process": ["cargo", "test"]}"#).unwrap();
+        assert_eq!(w, WorkSpec::Process(vec!["cargo".into(), "test".into()]));
+        assert_eq!(
+            serde_json::to_string(&WorkSpec::Agent("do it".into())).unwrap(),
+            r#"{"agent":"do it"}"#
+        );
+    }
+}

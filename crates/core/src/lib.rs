@@ -2,4 +2,11 @@
 //! decisions, tree reconcile, phases and retry, memory, progress and prompts.
 //! No I/O, no clock, no processes: time and file contents are passed in.
 
+pub mod artifact;
+pub mod event;
+pub mod exit;
+pub mod memory;
 pub mod model;
+pub mod ops;
+pub mod retry;
+pub mod workflow;

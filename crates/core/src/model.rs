@@ -127,7 +127,6 @@ macro_rules! named_enum {
         }
     };
 }
-pub(crate) use named_enum;
 
 named_enum!(
     /// A task's lifecycle state (seed 001's names).
@@ -595,7 +594,12 @@ mod tests {
         for p in Phase::ALL {
             assert_eq!(Phase::ALL[p.index()], *p);
         }
-        assert!("bogus".parse::<Status>().unwrap_err().contains("agent-review"));
+        assert!(
+            "bogus"
+                .parse::<Status>()
+                .unwrap_err()
+                .contains("agent-review")
+        );
     }
 
     #[test]

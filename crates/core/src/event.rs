@@ -1,0 +1,549 @@
+//! Events, the history of every task, and the fold that materialises tasks from them.
+//!
+//! Every operation in [`crate::ops`] decides a list of [`EventKind`]s and computes the new
+//! task by folding them with [`apply`]; `warden check` folds the stored log the same way.
+//! The fold is therefore the only place where an event's effect on a task is defined.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::memory::MemoryDelta;
+use crate::model::{
+    Phase, PhaseStatus, REPORTED_SESSIONS_KEPT, Role, RunnerState, SessionRecord, Status, Task,
+    TaskId, TaskSpec, WorkSpec,
+};
+
+/// Who asked for a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Actor {
+    /// A person at the CLI, dashboard or an orchestrator MCP client.
+    Person,
+    /// An agent (its session has `WARDEN_ROLE`, or the MCP agent role).
+    Agent,
+    /// Warden's own supervisor.
+    Runner,
+}
+
+impl Actor {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Person => "person",
+            Actor::Agent => "agent",
+            Actor::Runner => "runner",
+        }
+    }
+}
+
+/// The reason string of a crash escalation; it keeps `crash_count` (DESIGN 2.2).
+pub const REASON_CRASH_THRESHOLD: &str = "crash_threshold";
+/// The reason string when failed attempts reach `max_attempts`.
+pub const REASON_MAX_ATTEMPTS: &str = "max_attempts";
+
+/// The evidence a gated transition saw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceRef {
+    /// The section, e.g. `Handoff` or `Review`.
+    pub section: String,
+    /// Lower-hex SHA-256 of the section content at the moment of the transition.
+    pub digest: String,
+}
+
+/// The outcome of a guard (postchecks) run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuardResult {
+    /// Postchecks passed.
+    Pass,
+    /// Postchecks failed: an attempt is charged.
+    Fail,
+    /// No postchecks.
+    Skipped,
+}
+
+/// How a session-exit report was classified (DESIGN 2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Disposition {
+    /// The end of the current session: the exit table applies.
+    Current,
+    /// A session started for an earlier status entry: recorded only.
+    Stale,
+    /// Already reported: nothing changes.
+    Duplicate,
+}
+
+/// A change to one of a task's specs, as a retry or an edit requests it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecChange {
+    /// Leave it as it is.
+    #[default]
+    Keep,
+    /// Replace it.
+    Set(WorkSpec),
+    /// Remove it (`--no-prechecks`, `new_postchecks: null`).
+    Remove,
+}
+
+impl SpecChange {
+    /// Applies the change to a current spec.
+    pub fn apply(&self, current: &Option<WorkSpec>) -> Option<WorkSpec> {
+        match self {
+            SpecChange::Keep => current.clone(),
+            SpecChange::Set(w) => Some(w.clone()),
+            SpecChange::Remove => None,
+        }
+    }
+
+    /// Would applying it change `current`?
+    pub fn changes(&self, current: &Option<WorkSpec>) -> bool {
+        self.apply(current) != *current
+    }
+}
+
+/// What happened. Wire names are in [`EventKind::type_name`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// `task.created`: a new task with its initial runner fields (import may set them).
+    TaskCreated {
+        /// The user-owned fields.
+        spec: TaskSpec,
+        /// Initial status.
+        status: Status,
+        /// Initial `passes`.
+        passes: bool,
+        /// Initial `attempts`.
+        attempts: u32,
+    },
+    /// `task.edited`: user-owned fields replaced (tree protocol, plan import).
+    TaskEdited {
+        /// The new user-owned fields.
+        spec: TaskSpec,
+    },
+    /// `task.removed`: an agent pruned a node of its own plan.
+    TaskRemoved,
+    /// `status.changed`: a validated transition (or a runner decision, see `reason`).
+    StatusChanged {
+        /// Old status.
+        from: Status,
+        /// New status.
+        to: Status,
+        /// Why, when known.
+        reason: Option<String>,
+        /// The artifact the gate checked, if gated.
+        evidence: Option<EvidenceRef>,
+    },
+    /// `auto.advanced`: exit monitoring moved the task on evidence.
+    AutoAdvanced {
+        /// Old status.
+        from: Status,
+        /// New status.
+        to: Status,
+        /// Why.
+        reason: String,
+        /// The artifact that justified it.
+        evidence: Option<EvidenceRef>,
+    },
+    /// `agent.spawned`: Warden started a session for the current status entry.
+    AgentSpawned {
+        /// The session id.
+        session: String,
+        /// Worker or reviewer.
+        role: Role,
+    },
+    /// `agent.crashed`: a session ended without the required artifact.
+    AgentCrashed {
+        /// The status it crashed in.
+        status: Status,
+        /// The new crash count.
+        crash_count: u32,
+        /// What was missing.
+        reason: String,
+    },
+    /// `session.exited`: a session-end report, however it was classified.
+    SessionExited {
+        /// The reported session, if named.
+        session: Option<String>,
+        /// Its exit code, if known.
+        exit_code: Option<i32>,
+        /// Current, stale or duplicate.
+        disposition: Disposition,
+    },
+    /// `guard.ran`: postchecks ran at a gated transition.
+    GuardRan {
+        /// Pass, fail or skipped.
+        result: GuardResult,
+        /// The last part of the check's output.
+        output_tail: String,
+    },
+    /// `tamper.ignored`: an agent wrote a runner-owned field; the true value was kept.
+    TamperIgnored {
+        /// The field.
+        field: String,
+        /// What the agent wrote (absent when it removed the field).
+        agent_value: Option<String>,
+        /// The value Warden kept.
+        true_value: String,
+    },
+    /// `phase.changed`: a phase of the pipeline changed status.
+    PhaseChanged {
+        /// The phase.
+        phase: Phase,
+        /// Its new status.
+        status: PhaseStatus,
+        /// The last part of its output, when it failed.
+        detail: Option<String>,
+    },
+    /// `auto.healed`: the one automatic heal of a phase was used.
+    AutoHealed {
+        /// The phase.
+        phase: Phase,
+    },
+    /// `attempt.failed`: a phase the supervisor ran failed; an attempt is charged.
+    AttemptFailed {
+        /// The phase that failed.
+        phase: Phase,
+        /// Why.
+        reason: String,
+    },
+    /// `retry.requested`: a person asked to run a stuck task again.
+    RetryRequested {
+        /// Work replacement.
+        work: SpecChange,
+        /// Prechecks change.
+        prechecks: SpecChange,
+        /// Postchecks change.
+        postchecks: SpecChange,
+        /// Reset the worktree and every phase.
+        clear_worktree: bool,
+        /// Where the pipeline resumes.
+        resume_from_phase: Phase,
+        /// Phases whose heal budget is reset.
+        heal_reset: Vec<Phase>,
+    },
+    /// `respawn.requested`: a person asked for a new session.
+    RespawnRequested,
+    /// `memory.merged`: a memory delta was merged.
+    MemoryMerged {
+        /// The delta as given (caps applied at merge).
+        delta: MemoryDelta,
+    },
+    /// `plan.applied`: tree reconcile set the runner-owned tree fields.
+    PlanApplied {
+        /// The node's `passes` after the apply.
+        passes: bool,
+        /// The node's `attempts` after the apply.
+        attempts: u32,
+    },
+}
+
+impl EventKind {
+    /// The dotted wire name (`status.changed`, …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::TaskCreated { .. } => "task.created",
+            EventKind::TaskEdited { .. } => "task.edited",
+            EventKind::TaskRemoved => "task.removed",
+            EventKind::StatusChanged { .. } => "status.changed",
+            EventKind::AutoAdvanced { .. } => "auto.advanced",
+            EventKind::AgentSpawned { .. } => "agent.spawned",
+            EventKind::AgentCrashed { .. } => "agent.crashed",
+            EventKind::SessionExited { .. } => "session.exited",
+            EventKind::GuardRan { .. } => "guard.ran",
+            EventKind::TamperIgnored { .. } => "tamper.ignored",
+            EventKind::PhaseChanged { .. } => "phase.changed",
+            EventKind::AutoHealed { .. } => "auto.healed",
+            EventKind::AttemptFailed { .. } => "attempt.failed",
+            EventKind::RetryRequested { .. } => "retry.requested",
+            EventKind::RespawnRequested => "respawn.requested",
+            EventKind::MemoryMerged { .. } => "memory.merged",
+            EventKind::PlanApplied { .. } => "plan.applied",
+        }
+    }
+
+    /// `(from, to)` for events that move the status.
+    pub fn transition(&self) -> Option<(Status, Status)> {
+        match self {
+            EventKind::StatusChanged { from, to, .. }
+            | EventKind::AutoAdvanced { from, to, .. } => Some((*from, *to)),
+            _ => None,
+        }
+    }
+
+    /// A one-line reason, for history output.
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            EventKind::StatusChanged { reason, .. } => reason.clone(),
+            EventKind::AutoAdvanced { reason, .. }
+            | EventKind::AgentCrashed { reason, .. }
+            | EventKind::AttemptFailed { reason, .. } => Some(reason.clone()),
+            EventKind::TamperIgnored {
+                field,
+                agent_value,
+                true_value,
+            } => Some(format!(
+                "{field}: agent wrote {}, kept {true_value}",
+                agent_value.as_deref().unwrap_or("nothing")
+            )),
+            EventKind::GuardRan { result, .. } => Some(
+                match result {
+                    GuardResult::Pass => "pass",
+                    GuardResult::Fail => "fail",
+                    GuardResult::Skipped => "skipped",
+                }
+                .to_owned(),
+            ),
+            EventKind::PhaseChanged { phase, status, .. } => Some(format!("{phase} {status}")),
+            EventKind::AgentSpawned { session, role } => Some(format!("{role} {session}")),
+            EventKind::SessionExited {
+                session,
+                exit_code,
+                disposition,
+            } => Some(format!(
+                "{} session {}{}",
+                match disposition {
+                    Disposition::Current => "current",
+                    Disposition::Stale => "stale",
+                    Disposition::Duplicate => "duplicate",
+                },
+                session.as_deref().unwrap_or("(unnamed)"),
+                exit_code.map(|c| format!(" exit {c}")).unwrap_or_default()
+            )),
+            EventKind::RetryRequested {
+                resume_from_phase, ..
+            } => Some(format!("resume from {resume_from_phase}")),
+            _ => None,
+        }
+    }
+}
+
+/// One entry of the history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the store's log (0 until the store assigns it).
+    pub seq: u64,
+    /// When it was written.
+    pub at: Timestamp,
+    /// The task it belongs to.
+    pub task: TaskId,
+    /// The task version this event's write produced.
+    pub version: u64,
+    /// Who asked.
+    pub actor: Actor,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// Why an event could not be folded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayError {
+    /// An event for a task that does not exist at that point of the log.
+    #[error(
+        "event {seq} ({kind}) refers to task {task}, which does not exist there; the log is damaged"
+    )]
+    NoTask {
+        /// The event's sequence number.
+        seq: u64,
+        /// Its type.
+        kind: &'static str,
+        /// Its task.
+        task: TaskId,
+    },
+    /// `task.created` for a task that already exists.
+    #[error("event {seq} creates task {task} a second time; the log is damaged")]
+    Exists {
+        /// The event's sequence number.
+        seq: u64,
+        /// Its task.
+        task: TaskId,
+    },
+}
+
+/// Folds one event into a task: the single definition of every event's effect.
+pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError> {
+    let no_task = || ReplayError::NoTask {
+        seq: ev.seq,
+        kind: ev.kind.type_name(),
+        task: ev.task.clone(),
+    };
+    if let EventKind::TaskCreated {
+        spec,
+        status,
+        passes,
+        attempts,
+    } = &ev.kind
+    {
+        if task.is_some() {
+            return Err(ReplayError::Exists {
+                seq: ev.seq,
+                task: ev.task.clone(),
+            });
+        }
+        let mut runner = RunnerState::new(*status, *passes, *attempts, ev.at);
+        runner.version = ev.version;
+        return Ok(Some(Task {
+            spec: spec.clone(),
+            runner,
+        }));
+    }
+    let mut t = task.ok_or_else(no_task)?;
+    let r = &mut t.runner;
+    match &ev.kind {
+        EventKind::TaskCreated { .. } => {}
+        EventKind::TaskRemoved => return Ok(None),
+        EventKind::TaskEdited { spec } => t.spec = spec.clone(),
+        EventKind::StatusChanged { to, reason, .. } => enter_status(r, *to, reason.as_deref()),
+        EventKind::AutoAdvanced { to, reason, .. } => enter_status(r, *to, Some(reason)),
+        EventKind::AgentSpawned { session, role } => {
+            r.sessions.push(SessionRecord {
+                id: session.clone(),
+                role: *role,
+                entry: r.entry,
+            });
+            r.live_session = Some(session.clone());
+            r.dead = false;
+            r.respawn_requested = false;
+        }
+        EventKind::AgentCrashed {
+            crash_count,
+            reason,
+            ..
+        } => {
+            r.crash_count = *crash_count;
+            r.last_failure = Some(reason.clone());
+        }
+        EventKind::SessionExited {
+            session,
+            disposition,
+            ..
+        } => {
+            if let Some(s) = session
+                && !r.reported.contains(s)
+            {
+                r.reported.push(s.clone());
+                if r.reported.len() > REPORTED_SESSIONS_KEPT {
+                    r.reported.remove(0);
+                }
+            }
+            if *disposition == Disposition::Current {
+                r.live_session = None;
+                r.dead = !r.status.is_terminal() && r.status != Status::Pending;
+            }
+        }
+        EventKind::GuardRan {
+            result,
+            output_tail,
+        } => match result {
+            GuardResult::Pass => r.passes = true,
+            GuardResult::Fail => {
+                charge_attempt(r, t.spec.max_attempts);
+                r.last_failure = Some(format!("postchecks failed: {}", last_line(output_tail)));
+            }
+            GuardResult::Skipped => {}
+        },
+        EventKind::TamperIgnored { .. } | EventKind::MemoryMerged { .. } => {}
+        EventKind::PhaseChanged { phase, status, .. } => {
+            r.phases.set(*phase, *status);
+            if *status == PhaseStatus::Running && r.resume_from_phase == Some(*phase) {
+                r.resume_from_phase = None;
+            }
+        }
+        EventKind::AutoHealed { phase } => {
+            if !r.auto_heal.contains(phase) {
+                r.auto_heal.push(*phase);
+                r.auto_heal.sort();
+            }
+        }
+        EventKind::AttemptFailed { phase, reason } => {
+            charge_attempt(r, t.spec.max_attempts);
+            r.last_failure = Some(format!("{phase} failed: {}", last_line(reason)));
+        }
+        EventKind::RetryRequested {
+            work,
+            prechecks,
+            postchecks,
+            clear_worktree,
+            resume_from_phase,
+            heal_reset,
+        } => {
+            t.spec.spec.work = work.apply(&t.spec.spec.work);
+            t.spec.spec.prechecks = prechecks.apply(&t.spec.spec.prechecks);
+            t.spec.spec.postchecks = postchecks.apply(&t.spec.spec.postchecks);
+            r.attempts = 0;
+            r.crash_count = 0;
+            for p in Phase::ALL {
+                if p.index() >= resume_from_phase.index() || *clear_worktree {
+                    r.phases.set(*p, PhaseStatus::Pending);
+                }
+            }
+            r.auto_heal.retain(|p| !heal_reset.contains(p));
+            r.resume_from_phase = Some(*resume_from_phase);
+            r.last_failure = None;
+        }
+        EventKind::RespawnRequested => r.respawn_requested = true,
+        EventKind::PlanApplied { passes, attempts } => {
+            r.passes = *passes;
+            r.attempts = *attempts;
+        }
+    }
+    t.runner.version = ev.version;
+    t.runner.updated_at = ev.at;
+    Ok(Some(t))
+}
+
+/// The effects of entering a status (DESIGN 2.1/2.2): a new entry, no live session,
+/// `review_round` counts entries into agent-review, `done` passes, and every successful
+/// transition resets `crash_count` except a crash escalation.
+fn enter_status(r: &mut RunnerState, to: Status, reason: Option<&str>) {
+    r.status = to;
+    r.entry += 1;
+    r.live_session = None;
+    r.dead = false;
+    r.respawn_requested = false;
+    if to == Status::AgentReview {
+        r.review_round += 1;
+    }
+    if to == Status::Done {
+        r.passes = true;
+    }
+    let crash_escalation = to == Status::Stuck && reason == Some(REASON_CRASH_THRESHOLD);
+    if !crash_escalation {
+        r.crash_count = 0;
+    }
+    if to == Status::Stuck {
+        if r.last_failure.is_none() {
+            r.last_failure = reason.map(str::to_owned);
+        }
+    } else {
+        r.last_failure = None;
+    }
+}
+
+/// `attempts += 1` only while below the maximum (seed 000, "Attempt Saturation").
+fn charge_attempt(r: &mut RunnerState, max: u32) {
+    if r.attempts < max {
+        r.attempts += 1;
+    }
+}
+
+fn last_line(s: &str) -> String {
+    let line = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    line.chars().take(200).collect()
+}
+
+/// Folds a whole log (in `seq` order) into the tasks it describes, sorted by id.
+pub fn replay<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+) -> Result<std::collections::BTreeMap<TaskId, Task>, ReplayError> {
+    let mut tasks = std::collections::BTreeMap::new();
+    for ev in events {
+        let cur = tasks.remove(&ev.task);
+        if let Some(t) = apply(cur, ev)? {
+            tasks.insert(ev.task.clone(), t);
+        }
+    }
+    Ok(tasks)
+}

@@ -1,0 +1,376 @@
+//! Exit monitoring (seed 001, DESIGN 2.2): what a session's end means for its task.
+//!
+//! [`decide`] is one pure function from (task, artifacts, exit report, limits) to a
+//! decision; [`crate::ops::exited`] turns the decision into events.
+
+use crate::artifact::{Artifacts, Verdict};
+use crate::event::Disposition;
+use crate::model::{Limits, Role, Status, Task, WorkflowKind};
+
+/// A session-end report (`warden task exited ID [--exit-code N] [--session S]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExitReport {
+    /// The session that ended, if the reporter names it.
+    pub session: Option<String>,
+    /// Its exit code, if known.
+    pub exit_code: Option<i32>,
+}
+
+/// What the end of a session leads to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExitAction {
+    /// Move on evidence; `spawn` names the session to start for the new status.
+    Advance {
+        /// The new status.
+        to: Status,
+        /// Why, for `auto.advanced`.
+        reason: String,
+        /// Run the guard (postchecks) inside the transition.
+        guard: bool,
+        /// The session to start after the transition.
+        spawn: Option<Role>,
+    },
+    /// The session ended without its artifact.
+    Crash {
+        /// The new crash count.
+        crash_count: u32,
+        /// At the threshold: the runner moves the task to `stuck`.
+        escalate: bool,
+        /// Below the threshold, the session the runner restarts by itself (the reviewer).
+        respawn: Option<Role>,
+        /// What was missing.
+        reason: String,
+    },
+    /// A `direct` task's work session ended: the work phase succeeded or failed, and the
+    /// supervisor carries on with the pipeline.
+    WorkEnded {
+        /// Exit code 0 (or unknown).
+        success: bool,
+    },
+    /// No advance; the task shows a dead session (clarification, reviewing, stuck).
+    MarkDead,
+    /// Nothing to do (stale or duplicate report, or a status without sessions).
+    Nothing,
+}
+
+/// The decision for one report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExitDecision {
+    /// How the report was classified.
+    pub disposition: Disposition,
+    /// What follows.
+    pub action: ExitAction,
+}
+
+/// Classifies a report against the sessions Warden started (DESIGN 2.2, "Which session
+/// ended matters").
+pub fn disposition(task: &Task, report: &ExitReport) -> Disposition {
+    let Some(s) = report.session.as_deref() else {
+        return Disposition::Current;
+    };
+    if task.runner.reported.iter().any(|r| r == s) {
+        return Disposition::Duplicate;
+    }
+    match task.runner.sessions.iter().rev().find(|r| r.id == s) {
+        Some(rec) if rec.entry < task.runner.entry => Disposition::Stale,
+        _ => Disposition::Current,
+    }
+}
+
+/// The exit-monitoring table as one function.
+pub fn decide(
+    task: &Task,
+    artifacts: &Artifacts,
+    report: &ExitReport,
+    limits: &Limits,
+) -> ExitDecision {
+    let disposition = disposition(task, report);
+    if disposition != Disposition::Current {
+        return ExitDecision {
+            disposition,
+            action: ExitAction::Nothing,
+        };
+    }
+    let crash = |reason: &str, respawn: Option<Role>| {
+        let crash_count = task.crash_count() + 1;
+        let escalate = crash_count >= limits.crash_threshold;
+        ExitAction::Crash {
+            crash_count,
+            escalate,
+            respawn: if escalate { None } else { respawn },
+            reason: reason.to_owned(),
+        }
+    };
+    let action = match (task.spec.workflow, task.status()) {
+        (WorkflowKind::Direct, Status::Working) => ExitAction::WorkEnded {
+            success: report.exit_code.unwrap_or(0) == 0,
+        },
+        (WorkflowKind::Review, Status::Working) => {
+            if artifacts.handoff.is_some() {
+                ExitAction::Advance {
+                    to: Status::AgentReview,
+                    reason: "session ended with ## Handoff".to_owned(),
+                    guard: true,
+                    spawn: Some(Role::Reviewer),
+                }
+            } else {
+                crash("process exited without ## Handoff", None)
+            }
+        }
+        (WorkflowKind::Review, Status::AgentReview) => match artifacts.verdict {
+            Some(Verdict::Pass) => ExitAction::Advance {
+                to: Status::Reviewing,
+                reason: "review verdict PASS".to_owned(),
+                guard: false,
+                spawn: None,
+            },
+            Some(Verdict::Fail) if task.review_round() < limits.max_review_rounds => {
+                ExitAction::Advance {
+                    to: Status::Working,
+                    reason: format!(
+                        "review verdict FAIL in round {} of {}",
+                        task.review_round(),
+                        limits.max_review_rounds
+                    ),
+                    guard: false,
+                    spawn: Some(Role::Worker),
+                }
+            }
+            Some(Verdict::Fail) => ExitAction::Advance {
+                to: Status::Stuck,
+                reason: format!(
+                    "review verdict FAIL in round {} of {}",
+                    task.review_round(),
+                    limits.max_review_rounds
+                ),
+                guard: false,
+                spawn: None,
+            },
+            None => crash(
+                "process exited without a ## Review verdict",
+                Some(Role::Reviewer),
+            ),
+        },
+        (_, Status::Clarification | Status::Reviewing | Status::Stuck) => ExitAction::MarkDead,
+        _ => ExitAction::Nothing,
+    };
+    ExitDecision {
+        disposition,
+        action,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifact::Evidence;
+    use crate::model::{RunnerState, SessionRecord, TaskId, TaskSpec};
+
+    fn task(status: Status, crash_count: u32, review_round: u32) -> Task {
+        let mut runner = RunnerState::new(status, false, 0, jiff::Timestamp::UNIX_EPOCH);
+        runner.crash_count = crash_count;
+        runner.review_round = review_round;
+        runner.entry = 5;
+        runner.sessions = vec![
+            SessionRecord {
+                id: "old".into(),
+                role: Role::Worker,
+                entry: 4,
+            },
+            SessionRecord {
+                id: "cur".into(),
+                role: Role::Worker,
+                entry: 5,
+            },
+        ];
+        runner.reported = vec!["done-before".into()];
+        Task {
+            spec: TaskSpec::new(TaskId::new("t").unwrap(), WorkflowKind::Review, 3),
+            runner,
+        }
+    }
+
+    fn art(handoff: bool, verdict: Option<Verdict>) -> Artifacts {
+        let ev = |name: &str| Evidence {
+            name: name.into(),
+            digest: "d".into(),
+        };
+        Artifacts {
+            handoff: handoff.then(|| ev("Handoff")),
+            review: verdict.map(|_| ev("Review")),
+            verdict,
+            ..Default::default()
+        }
+    }
+
+    fn check(status: Status, crashes: u32, round: u32, a: Artifacts, expected: ExitAction) {
+        let t = task(status, crashes, round);
+        let report = ExitReport {
+            session: Some("cur".into()),
+            exit_code: Some(0),
+        };
+        let d = decide(&t, &a, &report, &Limits::default());
+        assert_eq!(d.disposition, Disposition::Current);
+        assert_eq!(
+            d.action, expected,
+            "{status} crashes={crashes} round={round}"
+        );
+    }
+
+    fn crash(count: u32, escalate: bool, respawn: Option<Role>, reason: &str) -> ExitAction {
+        ExitAction::Crash {
+            crash_count: count,
+            escalate,
+            respawn,
+            reason: reason.into(),
+        }
+    }
+
+    /// DESIGN 2.2's table, row by row (seed 001 "Auto-Advance Rules").
+    #[test]
+    fn exit_table() {
+        use Status::*;
+        let advance = |to, guard, spawn, reason: &str| ExitAction::Advance {
+            to,
+            reason: reason.into(),
+            guard,
+            spawn,
+        };
+        // working + ## Handoff → agent-review, guard included, spawn reviewer.
+        check(
+            Working,
+            0,
+            0,
+            art(true, None),
+            advance(
+                AgentReview,
+                true,
+                Some(Role::Reviewer),
+                "session ended with ## Handoff",
+            ),
+        );
+        // working, no evidence: crash; below threshold stays; at threshold → stuck.
+        check(
+            Working,
+            0,
+            0,
+            art(false, None),
+            crash(1, false, None, "process exited without ## Handoff"),
+        );
+        check(
+            Working,
+            1,
+            0,
+            art(false, None),
+            crash(2, true, None, "process exited without ## Handoff"),
+        );
+        // agent-review PASS → reviewing.
+        check(
+            AgentReview,
+            0,
+            1,
+            art(true, Some(Verdict::Pass)),
+            advance(Reviewing, false, None, "review verdict PASS"),
+        );
+        // FAIL, round < 2 → working, respawn worker.
+        check(
+            AgentReview,
+            0,
+            1,
+            art(true, Some(Verdict::Fail)),
+            advance(
+                Working,
+                false,
+                Some(Role::Worker),
+                "review verdict FAIL in round 1 of 2",
+            ),
+        );
+        // FAIL, round ≥ 2 → stuck.
+        check(
+            AgentReview,
+            0,
+            2,
+            art(true, Some(Verdict::Fail)),
+            advance(Stuck, false, None, "review verdict FAIL in round 2 of 2"),
+        );
+        // no verdict: crash; below threshold respawn the reviewer.
+        check(
+            AgentReview,
+            0,
+            1,
+            art(true, None),
+            crash(
+                1,
+                false,
+                Some(Role::Reviewer),
+                "process exited without a ## Review verdict",
+            ),
+        );
+        check(
+            AgentReview,
+            1,
+            1,
+            art(true, None),
+            crash(2, true, None, "process exited without a ## Review verdict"),
+        );
+        // clarification, reviewing, stuck: no advance; marked dead.
+        for s in [Clarification, Reviewing, Stuck] {
+            check(
+                s,
+                0,
+                1,
+                art(true, Some(Verdict::Pass)),
+                ExitAction::MarkDead,
+            );
+        }
+        check(Done, 0, 1, art(true, None), ExitAction::Nothing);
+        check(Pending, 0, 0, art(false, None), ExitAction::Nothing);
+    }
+
+    #[test]
+    fn which_session_ended() {
+        let t = task(Status::Working, 0, 0);
+        let check = |session: Option<&str>, expected: Disposition| {
+            let r = ExitReport {
+                session: session.map(str::to_owned),
+                exit_code: None,
+            };
+            assert_eq!(disposition(&t, &r), expected, "{session:?}");
+        };
+        check(Some("cur"), Disposition::Current);
+        check(Some("old"), Disposition::Stale);
+        check(Some("done-before"), Disposition::Duplicate);
+        check(Some("harness-hook-123"), Disposition::Current);
+        check(None, Disposition::Current);
+    }
+
+    #[test]
+    fn stale_reports_change_nothing() {
+        let t = task(Status::Working, 1, 0);
+        let r = ExitReport {
+            session: Some("old".into()),
+            exit_code: Some(1),
+        };
+        let d = decide(&t, &art(false, None), &r, &Limits::default());
+        assert_eq!(d.action, ExitAction::Nothing);
+    }
+
+    #[test]
+    fn direct_work_ended() {
+        let mut t = task(Status::Working, 0, 0);
+        t.spec.workflow = WorkflowKind::Direct;
+        let check = |code, success| {
+            let r = ExitReport {
+                session: None,
+                exit_code: code,
+            };
+            assert_eq!(
+                decide(&t, &art(false, None), &r, &Limits::default()).action,
+                ExitAction::WorkEnded { success }
+            );
+        };
+        check(Some(0), true);
+        check(None, true);
+        check(Some(2), false);
+    }
+}

@@ -1,0 +1,9 @@
+//! TEMPORARY stub, replaced by the memory module.
+use serde::{Deserialize, Serialize};
+/// A memory delta.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryDelta {
+    /// Goals.
+    #[serde(default)]
+    pub goals: Vec<String>,
+}

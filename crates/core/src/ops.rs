@@ -1,0 +1,886 @@
+//! One function per operation: each validates its input against the rules, decides the
+//! events, and folds them into the new task. The store commits `Change`s as they are.
+//!
+//! Operations never perform I/O: anything that must be run (the guard, a commit, a
+//! merge) is run by the caller, which passes the results in.
+
+use jiff::Timestamp;
+
+use crate::artifact::{Artifacts, Evidence, Verdict};
+use crate::event::{
+    self, Actor, Disposition, Event, EventKind, EvidenceRef, GuardResult, REASON_CRASH_THRESHOLD,
+    REASON_MAX_ATTEMPTS, SpecChange,
+};
+use crate::exit::{self, ExitAction, ExitDecision, ExitReport};
+use crate::model::{Limits, Phase, PhaseStatus, Role, Status, Task, TaskSpec};
+use crate::retry::{self, RetryError, RetryPlan, RetryRequest};
+use crate::workflow::{Gate, Workflow};
+
+/// The context every operation needs: the time, who asks, and the limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx<'a> {
+    /// The time of the write (passed in; the core never reads a clock).
+    pub now: Timestamp,
+    /// Who asked.
+    pub actor: Actor,
+    /// Configured limits.
+    pub limits: Limits,
+    /// The TASK.md path as people should see it in messages.
+    pub task_file: &'a str,
+}
+
+/// A decided write: the task before and after, and the events that lead from one to
+/// the other.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The task before (None for a creation).
+    pub before: Option<Task>,
+    /// The task after (None for a removal).
+    pub after: Option<Task>,
+    /// The events, in order; `seq` is assigned by the store.
+    pub events: Vec<Event>,
+    /// What the caller should report.
+    pub outcome: Outcome,
+}
+
+/// What an operation's caller reports besides "ok".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The requested change happened.
+    Applied,
+    /// The guard failed: the attempt is stored; the CLI exits 1 with the tail.
+    GuardFailed {
+        /// The tail of the check's output.
+        tail: String,
+        /// Attempts reached the maximum and the task is now stuck.
+        stuck: bool,
+    },
+    /// A session-exit report was processed.
+    Exit(ExitDecision),
+    /// The session-exit report wanted to advance, but the guard could not be started.
+    ExitGuardError(String),
+    /// A retry was accepted.
+    Retry(RetryPlan),
+}
+
+/// The result of running the guard (postchecks), as the caller saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GuardOutcome {
+    /// The checks passed.
+    Pass,
+    /// The checks failed, with the tail of their output.
+    Fail(String),
+    /// Warden could not start the checks (missing command, spawn failure).
+    Error(String),
+}
+
+/// What a transition needs the caller to run before [`transition`] (DESIGN 2.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Commit the worktree (the `commit` phase).
+    pub commit: bool,
+    /// Run the postchecks (the guard); false when the task has none.
+    pub guard: bool,
+    /// Merge the task branch into the base branch (`merge-ri`).
+    pub merge_ri: bool,
+}
+
+/// The input of a transition besides the target status.
+#[derive(Clone, Debug, Default)]
+pub struct TransitionInput {
+    /// The artifacts of TASK.md, parsed at the moment of the transition.
+    pub artifacts: Artifacts,
+    /// The guard result, when [`Needs::guard`] asked for it.
+    pub guard: Option<GuardOutcome>,
+    /// Results of phases the caller ran for this transition (commit, postchecks, merge-ri).
+    pub phases: Vec<(Phase, PhaseStatus, Option<String>)>,
+    /// A reason given by the requester.
+    pub reason: Option<String>,
+}
+
+/// Why a request was refused. Nothing is written for a refusal.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The task is done or cancelled.
+    #[error("refused: task {id} is {status}, which is terminal; create a new task instead")]
+    Terminal {
+        /// The task.
+        id: String,
+        /// Its status.
+        status: Status,
+    },
+    /// The transition is not in the workflow's map.
+    #[error(
+        "refused: {from} → {to} is not allowed in the {workflow} workflow; from {from} the task can go to: {allowed}"
+    )]
+    Illegal {
+        /// Current status.
+        from: Status,
+        /// Requested status.
+        to: Status,
+        /// The workflow's name.
+        workflow: String,
+        /// Legal targets, comma-separated.
+        allowed: String,
+    },
+    /// `working → agent-review` without a `## Handoff`.
+    #[error("refused: {from} → {to} needs a non-empty \"## Handoff\" section in {file}")]
+    NeedsHandoff {
+        /// Current status.
+        from: Status,
+        /// Requested status.
+        to: Status,
+        /// TASK.md path.
+        file: String,
+    },
+    /// A review transition without the right verdict.
+    #[error(
+        "refused: {from} → {to} needs a \"## Review\" section whose verdict line says {want} in {file} (found: {found})"
+    )]
+    NeedsVerdict {
+        /// Current status.
+        from: Status,
+        /// Requested status.
+        to: Status,
+        /// PASS or FAIL.
+        want: &'static str,
+        /// What was found: PASS, FAIL or "no verdict".
+        found: &'static str,
+        /// TASK.md path.
+        file: String,
+    },
+    /// A failed review routed to the wrong place for its round.
+    #[error(
+        "refused: review round {round} of {max} failed, so the task goes to {expected}, not {to}; run `warden task update --status {expected}`"
+    )]
+    WrongRound {
+        /// The review round.
+        round: u32,
+        /// The limit.
+        max: u32,
+        /// Where it must go.
+        expected: Status,
+        /// Where it was asked to go.
+        to: Status,
+    },
+    /// The guard could not be started: Warden's fault, exit 5, no attempt charged.
+    #[error(
+        "refused: the postchecks could not be started ({0}); no attempt was charged — fix the check command or the environment and try again"
+    )]
+    GuardError(String),
+    /// The guard was needed but not run (a caller bug).
+    #[error(
+        "refused: the postchecks of task {0} were not run; this is a Warden bug, please report it"
+    )]
+    GuardNotRun(String),
+    /// A phase the transition needs failed (merge-ri conflict).
+    #[error("refused: {phase} failed: {detail}; the task stays {status}")]
+    PhaseFailed {
+        /// The phase.
+        phase: Phase,
+        /// What failed (conflicting paths).
+        detail: String,
+        /// Where the task stays.
+        status: Status,
+    },
+    /// Retry refused.
+    #[error("refused: {0}")]
+    Retry(#[from] RetryError),
+    /// A session role that does not fit the task's status.
+    #[error("refused: task {id} is {status}; a {role} session cannot start now")]
+    WrongRole {
+        /// The task.
+        id: String,
+        /// Its status.
+        status: Status,
+        /// The role.
+        role: Role,
+    },
+    /// Respawn asked while a session is alive, or in a status without sessions.
+    #[error("refused: task {id} {why}")]
+    Respawn {
+        /// The task.
+        id: String,
+        /// Why (`has a live session s1`, `is pending; start it with warden run`).
+        why: String,
+    },
+    /// A phase failure reported for a task that is not working.
+    #[error("refused: task {id} is {status}; only a working task runs phases")]
+    NotWorking {
+        /// The task.
+        id: String,
+        /// Its status.
+        status: Status,
+    },
+    /// A task spec is invalid.
+    #[error("refused: {0}")]
+    InvalidSpec(String),
+    /// The fold rejected the events (a bug in an operation).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Refusal {
+    /// The documented exit code (DESIGN 4): 1 refused, 5 internal.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Refusal::GuardError(_) | Refusal::GuardNotRun(_) | Refusal::Internal(_) => 5,
+            _ => 1,
+        }
+    }
+}
+
+impl Change {
+    /// Builds a change by folding `kinds` into `before` as one write.
+    pub fn build(
+        before: Option<&Task>,
+        id: &crate::model::TaskId,
+        kinds: Vec<EventKind>,
+        ctx: &Ctx<'_>,
+        outcome: Outcome,
+    ) -> Result<Change, Refusal> {
+        let version = before.map_or(1, |t| t.version() + 1);
+        let events: Vec<Event> = kinds
+            .into_iter()
+            .map(|kind| Event {
+                seq: 0,
+                at: ctx.now,
+                task: id.clone(),
+                version,
+                actor: ctx.actor,
+                kind,
+            })
+            .collect();
+        let mut after = before.cloned();
+        for ev in &events {
+            after = event::apply(after, ev).map_err(|e| Refusal::Internal(e.to_string()))?;
+        }
+        Ok(Change {
+            before: before.cloned(),
+            after,
+            events,
+            outcome,
+        })
+    }
+
+    /// Puts `kinds` in front of this change's events (e.g. `tamper.ignored` found while
+    /// reading TASK.md) and folds again, so both land in one write.
+    pub fn prepend(self, kinds: Vec<EventKind>, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+        if kinds.is_empty() {
+            return Ok(self);
+        }
+        let id = match (&self.before, &self.after) {
+            (Some(t), _) | (None, Some(t)) => t.id().clone(),
+            (None, None) => return Ok(self),
+        };
+        let mut all = kinds;
+        all.extend(self.events.into_iter().map(|e| e.kind));
+        Change::build(self.before.as_ref(), &id, all, ctx, self.outcome)
+    }
+
+    /// The task after the change (panics only if the change removed it, which only
+    /// `plan apply` does).
+    pub fn task(&self) -> Option<&Task> {
+        self.after.as_ref()
+    }
+}
+
+/// Initial runner fields of a new task (a person's import may set them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Initial {
+    /// `passes`.
+    pub passes: bool,
+    /// `attempts`.
+    pub attempts: u32,
+}
+
+/// `task create` / import: a new task. A task imported with `passes: true` starts done.
+pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+    validate_spec(&spec)?;
+    let status = if initial.passes {
+        Status::Done
+    } else {
+        Workflow::builtin(spec.workflow).initial()
+    };
+    let attempts = initial.attempts.min(spec.max_attempts);
+    let id = spec.id.clone();
+    Change::build(
+        None,
+        &id,
+        vec![EventKind::TaskCreated {
+            spec,
+            status,
+            passes: initial.passes,
+            attempts,
+        }],
+        ctx,
+        Outcome::Applied,
+    )
+}
+
+/// Checks the user-owned fields of a spec.
+pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
+    if spec.max_attempts == 0 {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {}: max_attempts must be at least 1",
+            spec.id
+        )));
+    }
+    if spec.title.trim().is_empty() {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {}: the title is empty; give a title or leave it out to use the id",
+            spec.id
+        )));
+    }
+    if spec.parent.as_ref() == Some(&spec.id) {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {} cannot be its own parent",
+            spec.id
+        )));
+    }
+    if spec.depends_on.contains(&spec.id) {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {} cannot depend on itself",
+            spec.id
+        )));
+    }
+    if let Some(crate::model::WorkSpec::Process(argv)) = &spec.spec.work
+        && argv.is_empty()
+    {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {}: a process work spec needs at least the program name",
+            spec.id
+        )));
+    }
+    Ok(())
+}
+
+/// `task edit` / tree protocol: replace the user-owned fields.
+pub fn edit(task: &Task, spec: TaskSpec, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+    validate_spec(&spec)?;
+    if spec.id != task.spec.id {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {} cannot be renamed to {}",
+            task.spec.id, spec.id
+        )));
+    }
+    Change::build(
+        Some(task),
+        task.id(),
+        vec![EventKind::TaskEdited { spec }],
+        ctx,
+        Outcome::Applied,
+    )
+}
+
+fn evidence_ref(e: &Evidence) -> EvidenceRef {
+    EvidenceRef {
+        section: e.name.clone(),
+        digest: e.digest.clone(),
+    }
+}
+
+fn verdict_name(v: Option<Verdict>) -> &'static str {
+    match v {
+        Some(Verdict::Pass) => "PASS",
+        Some(Verdict::Fail) => "FAIL",
+        None => "no verdict",
+    }
+}
+
+/// Checks the map and the artifact gate of `task → to`, and says what the caller must
+/// run before calling [`transition`]. Nothing is written.
+pub fn check_transition(
+    task: &Task,
+    to: Status,
+    artifacts: &Artifacts,
+    ctx: &Ctx<'_>,
+) -> Result<(Needs, Option<EvidenceRef>), Refusal> {
+    let from = task.status();
+    if from.is_terminal() {
+        return Err(Refusal::Terminal {
+            id: task.id().to_string(),
+            status: from,
+        });
+    }
+    let wf = Workflow::builtin(task.spec.workflow);
+    if !wf.allows(from, to) {
+        let allowed: Vec<&str> = wf.targets(from).iter().map(|s| s.as_str()).collect();
+        return Err(Refusal::Illegal {
+            from,
+            to,
+            workflow: task.spec.workflow.to_string(),
+            allowed: if allowed.is_empty() {
+                "nothing".into()
+            } else {
+                allowed.join(", ")
+            },
+        });
+    }
+    let has_postchecks = task.spec.spec.postchecks.is_some();
+    let round = task.review_round();
+    let max = ctx.limits.max_review_rounds;
+    let file = || ctx.task_file.to_owned();
+    let verdict_needed = |want: Verdict| -> Result<Option<EvidenceRef>, Refusal> {
+        if artifacts.verdict == Some(want) {
+            Ok(artifacts.review.as_ref().map(evidence_ref))
+        } else {
+            Err(Refusal::NeedsVerdict {
+                from,
+                to,
+                want: verdict_name(Some(want)),
+                found: verdict_name(artifacts.verdict),
+                file: file(),
+            })
+        }
+    };
+    let mut needs = Needs {
+        merge_ri: to == Status::Done,
+        ..Needs::default()
+    };
+    let evidence = match wf.gate(from, to) {
+        None => None,
+        Some(Gate::HandoffThenGuard) => {
+            let Some(h) = &artifacts.handoff else {
+                return Err(Refusal::NeedsHandoff {
+                    from,
+                    to,
+                    file: file(),
+                });
+            };
+            needs.commit = true;
+            needs.guard = has_postchecks;
+            Some(evidence_ref(h))
+        }
+        Some(Gate::Guard) => {
+            needs.commit = true;
+            needs.guard = has_postchecks;
+            None
+        }
+        Some(Gate::ReviewPass) => verdict_needed(Verdict::Pass)?,
+        Some(Gate::ReviewFailBelowLimit) => {
+            let ev = verdict_needed(Verdict::Fail)?;
+            if round >= max {
+                return Err(Refusal::WrongRound {
+                    round,
+                    max,
+                    expected: Status::Stuck,
+                    to,
+                });
+            }
+            ev
+        }
+        Some(Gate::ReviewFailAtLimit) => {
+            let ev = verdict_needed(Verdict::Fail)?;
+            if round < max {
+                return Err(Refusal::WrongRound {
+                    round,
+                    max,
+                    expected: Status::Working,
+                    to,
+                });
+            }
+            ev
+        }
+    };
+    Ok((needs, evidence))
+}
+
+/// A validated transition (`task update --status`, `task complete`, `task cancel`, the
+/// supervisor's own moves). A failed guard is an outcome, not a refusal: the charged
+/// attempt is stored, and at `max_attempts` the task becomes stuck.
+pub fn transition(
+    task: &Task,
+    to: Status,
+    input: &TransitionInput,
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
+    let (needs, evidence) = check_transition(task, to, &input.artifacts, ctx)?;
+    let mut kinds = phase_kinds(task, input)?;
+    if needs.guard {
+        match &input.guard {
+            None => return Err(Refusal::GuardNotRun(task.id().to_string())),
+            Some(GuardOutcome::Error(e)) => return Err(Refusal::GuardError(e.clone())),
+            Some(GuardOutcome::Fail(tail)) => {
+                return guard_failed(task, kinds, tail, false, ctx);
+            }
+            Some(GuardOutcome::Pass) => kinds.push(EventKind::GuardRan {
+                result: GuardResult::Pass,
+                output_tail: String::new(),
+            }),
+        }
+    } else if matches!(
+        Workflow::builtin(task.spec.workflow).gate(task.status(), to),
+        Some(Gate::HandoffThenGuard | Gate::Guard)
+    ) {
+        kinds.push(EventKind::GuardRan {
+            result: GuardResult::Skipped,
+            output_tail: String::new(),
+        });
+    }
+    kinds.push(EventKind::StatusChanged {
+        from: task.status(),
+        to,
+        reason: input.reason.clone(),
+        evidence,
+    });
+    Change::build(Some(task), task.id(), kinds, ctx, Outcome::Applied)
+}
+
+/// `phase.changed` events for the phases the caller ran; a failed merge refuses.
+fn phase_kinds(task: &Task, input: &TransitionInput) -> Result<Vec<EventKind>, Refusal> {
+    let mut kinds = Vec::new();
+    for (phase, status, detail) in &input.phases {
+        if *phase == Phase::MergeRi && *status == PhaseStatus::Failed {
+            return Err(Refusal::PhaseFailed {
+                phase: *phase,
+                detail: detail.clone().unwrap_or_else(|| "merge failed".into()),
+                status: task.status(),
+            });
+        }
+        if *phase == Phase::Commit && *status == PhaseStatus::Failed {
+            return Err(Refusal::PhaseFailed {
+                phase: *phase,
+                detail: detail.clone().unwrap_or_else(|| "commit failed".into()),
+                status: task.status(),
+            });
+        }
+        kinds.push(EventKind::PhaseChanged {
+            phase: *phase,
+            status: *status,
+            detail: detail.clone(),
+        });
+    }
+    Ok(kinds)
+}
+
+/// A failed guard: the attempt is charged; at the maximum the task becomes stuck.
+fn guard_failed(
+    task: &Task,
+    mut kinds: Vec<EventKind>,
+    tail: &str,
+    auto: bool,
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
+    kinds.push(EventKind::GuardRan {
+        result: GuardResult::Fail,
+        output_tail: tail.to_owned(),
+    });
+    let stuck = task.attempts() + 1 >= task.spec.max_attempts;
+    if stuck && task.status() != Status::Stuck {
+        kinds.push(stuck_kind(task.status(), REASON_MAX_ATTEMPTS, auto));
+    }
+    Change::build(
+        Some(task),
+        task.id(),
+        kinds,
+        ctx,
+        Outcome::GuardFailed {
+            tail: tail.to_owned(),
+            stuck,
+        },
+    )
+}
+
+fn stuck_kind(from: Status, reason: &str, auto: bool) -> EventKind {
+    if auto {
+        EventKind::AutoAdvanced {
+            from,
+            to: Status::Stuck,
+            reason: reason.to_owned(),
+            evidence: None,
+        }
+    } else {
+        EventKind::StatusChanged {
+            from,
+            to: Status::Stuck,
+            reason: Some(reason.to_owned()),
+            evidence: None,
+        }
+    }
+}
+
+/// `task exited`: the single entry point of exit monitoring (DESIGN 2.2). `guard` is the
+/// postchecks result when the decision (see [`exit::decide`]) asked for it.
+pub fn exited(
+    task: &Task,
+    report: &ExitReport,
+    input: &TransitionInput,
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
+    let decision = exit::decide(task, &input.artifacts, report, &ctx.limits);
+    let mut kinds = vec![EventKind::SessionExited {
+        session: report.session.clone(),
+        exit_code: report.exit_code,
+        disposition: decision.disposition,
+    }];
+    let outcome = Outcome::Exit(decision.clone());
+    if decision.disposition != Disposition::Current {
+        return Change::build(Some(task), task.id(), kinds, ctx, outcome);
+    }
+    match &decision.action {
+        ExitAction::Nothing | ExitAction::MarkDead => {}
+        ExitAction::Crash {
+            crash_count,
+            escalate,
+            reason,
+            ..
+        } => {
+            kinds.push(EventKind::AgentCrashed {
+                status: task.status(),
+                crash_count: *crash_count,
+                reason: reason.clone(),
+            });
+            if *escalate {
+                kinds.push(stuck_kind(task.status(), REASON_CRASH_THRESHOLD, true));
+            }
+        }
+        ExitAction::WorkEnded { success } => kinds.push(EventKind::PhaseChanged {
+            phase: Phase::Work,
+            status: if *success {
+                PhaseStatus::Success
+            } else {
+                PhaseStatus::Failed
+            },
+            detail: report.exit_code.map(|c| format!("exit code {c}")),
+        }),
+        ExitAction::Advance {
+            to, reason, guard, ..
+        } => {
+            let evidence = match to {
+                Status::AgentReview => input.artifacts.handoff.as_ref(),
+                _ => input.artifacts.review.as_ref(),
+            }
+            .map(evidence_ref);
+            kinds.extend(phase_kinds(task, input)?);
+            if *guard {
+                if task.spec.spec.postchecks.is_none() {
+                    kinds.push(EventKind::GuardRan {
+                        result: GuardResult::Skipped,
+                        output_tail: String::new(),
+                    });
+                } else {
+                    match &input.guard {
+                        None => return Err(Refusal::GuardNotRun(task.id().to_string())),
+                        Some(GuardOutcome::Error(e)) => {
+                            return Change::build(
+                                Some(task),
+                                task.id(),
+                                kinds,
+                                ctx,
+                                Outcome::ExitGuardError(e.clone()),
+                            );
+                        }
+                        Some(GuardOutcome::Fail(tail)) => {
+                            let ch = guard_failed(task, kinds, tail, true, ctx)?;
+                            return Ok(Change { outcome, ..ch });
+                        }
+                        Some(GuardOutcome::Pass) => kinds.push(EventKind::GuardRan {
+                            result: GuardResult::Pass,
+                            output_tail: String::new(),
+                        }),
+                    }
+                }
+            }
+            kinds.push(EventKind::AutoAdvanced {
+                from: task.status(),
+                to: *to,
+                reason: reason.clone(),
+                evidence,
+            });
+        }
+    }
+    Change::build(Some(task), task.id(), kinds, ctx, outcome)
+}
+
+/// `task retry`: a person's decision to run a stuck task again (DESIGN 2.4).
+pub fn retry(task: &Task, req: &RetryRequest, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+    let plan = retry::plan(task, req)?;
+    let kinds = vec![
+        EventKind::RetryRequested {
+            work: req
+                .work
+                .clone()
+                .map(SpecChange::Set)
+                .unwrap_or(SpecChange::Keep),
+            prechecks: req.prechecks.clone(),
+            postchecks: req.postchecks.clone(),
+            clear_worktree: req.clear_worktree,
+            resume_from_phase: plan.resume_from_phase,
+            heal_reset: plan.heal_reset.clone(),
+        },
+        EventKind::StatusChanged {
+            from: Status::Stuck,
+            to: Status::Working,
+            reason: Some("retry".to_owned()),
+            evidence: None,
+        },
+    ];
+    Change::build(Some(task), task.id(), kinds, ctx, Outcome::Retry(plan))
+}
+
+/// The supervisor started a session for the task's current status entry.
+pub fn spawned(task: &Task, session: &str, role: Role, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+    ensure_active(task)?;
+    let fits = match role {
+        Role::Worker => matches!(
+            task.status(),
+            Status::Working | Status::Clarification | Status::Stuck
+        ),
+        Role::Reviewer => task.status() == Status::AgentReview,
+    };
+    if !fits {
+        return Err(Refusal::WrongRole {
+            id: task.id().to_string(),
+            status: task.status(),
+            role,
+        });
+    }
+    Change::build(
+        Some(task),
+        task.id(),
+        vec![EventKind::AgentSpawned {
+            session: session.to_owned(),
+            role,
+        }],
+        ctx,
+        Outcome::Applied,
+    )
+}
+
+fn ensure_active(task: &Task) -> Result<(), Refusal> {
+    if task.status().is_terminal() {
+        return Err(Refusal::Terminal {
+            id: task.id().to_string(),
+            status: task.status(),
+        });
+    }
+    Ok(())
+}
+
+/// The role whose session a status calls for, if any.
+pub fn role_for(status: Status) -> Option<Role> {
+    match status {
+        Status::Working | Status::Clarification | Status::Stuck => Some(Role::Worker),
+        Status::AgentReview => Some(Role::Reviewer),
+        _ => None,
+    }
+}
+
+/// `task respawn`: ask for a new session for a task whose session is dead.
+pub fn request_respawn(task: &Task, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+    let id = task.id().to_string();
+    if let Some(s) = task.live_session() {
+        return Err(Refusal::Respawn {
+            id,
+            why: format!(
+                "has a live session {s}; wait for it to end or report it with `warden task exited`"
+            ),
+        });
+    }
+    if role_for(task.status()).is_none() {
+        return Err(Refusal::Respawn {
+            id,
+            why: format!(
+                "is {}, which has no agent session to respawn",
+                task.status()
+            ),
+        });
+    }
+    Change::build(
+        Some(task),
+        task.id(),
+        vec![EventKind::RespawnRequested],
+        ctx,
+        Outcome::Applied,
+    )
+}
+
+/// A phase the supervisor runs changed status.
+pub fn phase(
+    task: &Task,
+    phase: Phase,
+    status: PhaseStatus,
+    detail: Option<String>,
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
+    ensure_active(task)?;
+    Change::build(
+        Some(task),
+        task.id(),
+        vec![EventKind::PhaseChanged {
+            phase,
+            status,
+            detail,
+        }],
+        ctx,
+        Outcome::Applied,
+    )
+}
+
+/// A phase the supervisor ran failed and the task has no heal left: an attempt is
+/// charged; at `max_attempts` the task becomes stuck.
+pub fn attempt_failed(
+    task: &Task,
+    phase: Phase,
+    reason: &str,
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
+    ensure_active(task)?;
+    if task.status() != Status::Working {
+        return Err(Refusal::NotWorking {
+            id: task.id().to_string(),
+            status: task.status(),
+        });
+    }
+    let mut kinds = vec![
+        EventKind::PhaseChanged {
+            phase,
+            status: PhaseStatus::Failed,
+            detail: Some(reason.to_owned()),
+        },
+        EventKind::AttemptFailed {
+            phase,
+            reason: reason.to_owned(),
+        },
+    ];
+    let stuck = task.attempts() + 1 >= task.spec.max_attempts;
+    if stuck && task.status() != Status::Stuck {
+        kinds.push(stuck_kind(task.status(), REASON_MAX_ATTEMPTS, true));
+    }
+    Change::build(
+        Some(task),
+        task.id(),
+        kinds,
+        ctx,
+        Outcome::GuardFailed {
+            tail: reason.to_owned(),
+            stuck,
+        },
+    )
+}
+
+/// Uses the one automatic heal of a phase, if it is still available.
+pub fn auto_heal(task: &Task, phase: Phase, ctx: &Ctx<'_>) -> Result<Option<Change>, Refusal> {
+    ensure_active(task)?;
+    if task.auto_heal().contains(&phase) {
+        return Ok(None);
+    }
+    Change::build(
+        Some(task),
+        task.id(),
+        vec![EventKind::AutoHealed { phase }],
+        ctx,
+        Outcome::Applied,
+    )
+    .map(Some)
+}
+
+/// Records events that change no runner field (tamper notes, memory merges).
+pub fn record(task: &Task, kinds: Vec<EventKind>, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+    Change::build(Some(task), task.id(), kinds, ctx, Outcome::Applied)
+}
+
+#[cfg(test)]
+#[path = "ops_tests.rs"]
+mod tests;

@@ -7,3 +7,11 @@ pub struct MemoryDelta {
     #[serde(default)]
     pub goals: Vec<String>,
 }
+/// Memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Memory {
+    /// Goals.
+    pub goals: Vec<String>,
+    /// Next focus.
+    pub next_focus: String,
+}

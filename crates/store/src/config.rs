@@ -1,0 +1,185 @@
+//! `.warden/warden.toml`: every key optional, defaults as DESIGN.md section 4 lists them.
+//!
+//! Unknown keys are errors, so a typo never silently falls back to a default.
+
+use serde::{Deserialize, Serialize};
+use warden_core::model::Limits;
+
+/// The default agent command: Claude Code in print mode.
+pub const DEFAULT_AGENT_COMMAND: &[&str] = &["claude", "-p", "{prompt}"];
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[store]`.
+    pub store: StoreConfig,
+    /// `[agent]`.
+    pub agent: AgentConfig,
+    /// `[limits]`.
+    pub limits: Limits,
+    /// `[memory]`.
+    pub memory: MemoryConfig,
+}
+
+/// `[store]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `sqlite:PATH` or `postgres://…`; `WARDEN_STORE_URL` overrides.
+    pub url: String,
+    /// How long a writer waits for the lock before giving up with exit 4.
+    pub busy_timeout_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: "sqlite:.warden/warden.db".into(),
+            busy_timeout_ms: 5000,
+        }
+    }
+}
+
+/// `[agent]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// argv template: `{prompt}`, `{prompt_file}`, `{task_id}`, `{worktree}`, `{role}`.
+    pub command: Vec<String>,
+    /// `process` or `tmux`.
+    pub session: String,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            command: DEFAULT_AGENT_COMMAND
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            session: "process".into(),
+        }
+    }
+}
+
+/// `[memory]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// History entries kept.
+    pub max_history: usize,
+    /// Characters per string.
+    pub max_text_len: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            max_history: 3,
+            max_text_len: 256,
+        }
+    }
+}
+
+/// The file `warden init` writes: every default, commented, so people see what exists.
+pub const DEFAULT_TOML: &str = r#"# Warden configuration. Every key is optional; these are the defaults.
+
+[store]
+url = "sqlite:.warden/warden.db"   # or postgres://… ; WARDEN_STORE_URL overrides
+busy_timeout_ms = 5000
+
+[agent]
+command = ["claude", "-p", "{prompt}"]   # also {prompt_file} {task_id} {worktree} {role}
+session = "process"                      # or "tmux"
+
+[limits]
+max_attempts = 3
+crash_threshold = 2
+max_review_rounds = 2
+phase_timeout_s = 3600
+
+[memory]
+max_history = 3
+max_text_len = 256
+"#;
+
+/// Why the configuration is unusable (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}; fix the file (see `warden init` for the defaults)")]
+pub struct ConfigError {
+    /// The file.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Config {
+    /// Parses the text of a warden.toml and checks its values.
+    pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
+        let err = |message: String| ConfigError {
+            path: path.to_owned(),
+            message,
+        };
+        let c: Config = toml::from_str(text).map_err(|e| err(one_line(&e.to_string())))?;
+        if c.limits.max_attempts == 0 {
+            return Err(err("limits.max_attempts must be at least 1".into()));
+        }
+        if c.limits.crash_threshold == 0 {
+            return Err(err("limits.crash_threshold must be at least 1".into()));
+        }
+        if c.limits.max_review_rounds == 0 {
+            return Err(err("limits.max_review_rounds must be at least 1".into()));
+        }
+        if c.agent.command.is_empty() {
+            return Err(err("agent.command must name a program".into()));
+        }
+        if c.agent.session != "process" && c.agent.session != "tmux" {
+            return Err(err(format!(
+                "agent.session is {:?}; use \"process\" or \"tmux\"",
+                c.agent.session
+            )));
+        }
+        if c.memory.max_text_len == 0 {
+            return Err(err("memory.max_text_len must be at least 1".into()));
+        }
+        Ok(c)
+    }
+
+    /// The store URL, with `WARDEN_STORE_URL` taking precedence.
+    pub fn store_url(&self) -> String {
+        match std::env::var("WARDEN_STORE_URL") {
+            Ok(u) if !u.trim().is_empty() => u,
+            _ => self.store.url.clone(),
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_file_is_the_defaults() {
+        let c = Config::parse(DEFAULT_TOML, "warden.toml").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(Config::parse("", "x").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn bad_files() {
+        let check = |text: &str, needle: &str| {
+            let e = Config::parse(text, "warden.toml").unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        };
+        check("[limits]\nmax_atempts = 3\n", "max_atempts");
+        check("[limits]\nmax_attempts = 0\n", "at least 1");
+        check("[agent]\nsession = \"screen\"\n", "tmux");
+        check("[store\n", "warden.toml");
+    }
+}

@@ -1,0 +1,273 @@
+//! Safe reads and atomic writes of the files Warden shares with agents.
+//!
+//! Reads refuse symlinks, non-regular files, files over 1 MiB and invalid UTF-8, each
+//! with its own message. Writes go to a temporary file in the same directory, are
+//! fsynced, renamed over the target, and the directory is fsynced: never a torn file.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The largest TASK.md (or other agent-written file) Warden reads.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Why a file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The file does not exist.
+    #[error("{0} does not exist")]
+    Missing(String),
+    /// A symlink where a regular file (or directory) must be.
+    #[error(
+        "{0} is a symbolic link; Warden reads only regular files inside the workspace — replace the link with the file itself"
+    )]
+    Symlink(String),
+    /// A directory, device, FIFO, ….
+    #[error("{0} is not a regular file; replace it with a regular file")]
+    NotRegular(String),
+    /// Over [`MAX_FILE_BYTES`].
+    #[error("{0} is {1} bytes, over the 1 MiB limit; shorten it")]
+    TooLarge(String, u64),
+    /// Not UTF-8.
+    #[error("{0} is not valid UTF-8 (first bad byte at offset {1}); save it as UTF-8")]
+    NotUtf8(String, usize),
+    /// Any other I/O error.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl FileError {
+    /// The documented exit code: content problems are refusals (1), I/O is 5.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            FileError::Io { .. } => 5,
+            FileError::Missing(_) => 3,
+            _ => 1,
+        }
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> FileError {
+    FileError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Checks that no component of `path` below `base` is a symlink, so a link planted in
+/// a task folder cannot make Warden read or write outside the workspace.
+pub fn check_no_links(base: &Path, path: &Path) -> Result<(), FileError> {
+    let rel = path.strip_prefix(base).unwrap_or(path);
+    let mut cur = base.to_path_buf();
+    for comp in rel.components() {
+        cur.push(comp);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(FileError::Symlink(cur.display().to_string()));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io(&cur, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Reads an agent-writable text file under `base` safely (see the module docs).
+pub fn read_text(base: &Path, path: &Path) -> Result<String, FileError> {
+    let shown = path.display().to_string();
+    check_no_links(base, path)?;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(FileError::Missing(shown));
+        }
+        Err(e) => return Err(io(path, e)),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(FileError::Symlink(shown));
+    }
+    if !meta.is_file() {
+        return Err(FileError::NotRegular(shown));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(FileError::TooLarge(shown, meta.len()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| io(path, e))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(path, e))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(FileError::TooLarge(shown, bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|e| FileError::NotUtf8(shown, e.utf8_error().valid_up_to()))
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The temporary name used while writing `path`.
+fn temp_name(path: &Path) -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}
+
+/// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = temp_name(path);
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| io(&tmp, e))?;
+        f.write_all(bytes).map_err(|e| io(&tmp, e))?;
+        f.sync_all().map_err(|e| io(&tmp, e))?;
+        drop(f);
+        std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// fsyncs a directory so a rename in it is durable.
+pub fn sync_dir(dir: &Path) -> Result<(), FileError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io(dir, e))
+}
+
+/// Replaces the file at `path` with `update(current)`, but only if nobody changed it
+/// since it was read: the file is re-read just before the rename and the update is
+/// recomputed when it differs, so an agent's concurrent body edit is never lost.
+/// Returns the text written.
+pub fn update_text(
+    base: &Path,
+    path: &Path,
+    mut update: impl FnMut(&str) -> String,
+) -> Result<String, FileError> {
+    for _ in 0..16 {
+        let current = read_text(base, path)?;
+        let new = update(&current);
+        if new == current {
+            return Ok(new);
+        }
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let tmp = temp_name(path);
+        {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(|e| io(&tmp, e))?;
+            f.write_all(new.as_bytes()).map_err(|e| io(&tmp, e))?;
+            f.sync_all().map_err(|e| io(&tmp, e))?;
+        }
+        // The window between this check and the rename is a few microseconds; an edit
+        // that lands in it is caught by the agent's editor seeing a changed file.
+        let again = read_text(base, path);
+        if again.as_deref().ok() != Some(current.as_str()) {
+            let _ = std::fs::remove_file(&tmp);
+            continue;
+        }
+        std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
+        sync_dir(dir)?;
+        return Ok(new);
+    }
+    Err(io(
+        path,
+        std::io::Error::other("the file kept changing while Warden tried to update it; try again"),
+    ))
+}
+
+/// Creates a directory (and parents) under `base`, refusing symlinked components.
+pub fn create_dir(base: &Path, dir: &Path) -> Result<(), FileError> {
+    check_no_links(base, dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "warden-files-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn refuses_links_large_and_non_utf8() {
+        let d = tmp();
+        let f = d.join("TASK.md");
+        std::fs::write(&f, "ok").unwrap();
+        assert_eq!(read_text(&d, &f).unwrap(), "ok");
+        std::os::unix::fs::symlink("/etc/passwd", d.join("link.md")).unwrap();
+        assert!(matches!(
+            read_text(&d, &d.join("link.md")),
+            Err(FileError::Symlink(_))
+        ));
+        std::fs::create_dir(d.join("real")).unwrap();
+        std::fs::write(d.join("real/TASK.md"), "x").unwrap();
+        std::os::unix::fs::symlink(d.join("real"), d.join("linked-dir")).unwrap();
+        assert!(matches!(
+            read_text(&d, &d.join("linked-dir/TASK.md")),
+            Err(FileError::Symlink(_))
+        ));
+        std::fs::write(&f, vec![b'a'; MAX_FILE_BYTES as usize + 1]).unwrap();
+        assert!(matches!(read_text(&d, &f), Err(FileError::TooLarge(..))));
+        std::fs::write(&f, b"ab\xffcd").unwrap();
+        match read_text(&d, &f) {
+            Err(FileError::NotUtf8(_, 2)) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_text(&d, &d.join("real")),
+            Err(FileError::NotRegular(_))
+        ));
+        assert!(matches!(
+            read_text(&d, &d.join("nope")),
+            Err(FileError::Missing(_))
+        ));
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn atomic_write_and_update() {
+        let d = tmp();
+        let f = d.join("TASK.md");
+        write_atomic(&f, b"one").unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "one");
+        let out = update_text(&d, &f, |s| format!("{s}+two")).unwrap();
+        assert_eq!(out, "one+two");
+        let leftovers: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".tmp")
+            })
+            .collect();
+        assert!(leftovers.is_empty());
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

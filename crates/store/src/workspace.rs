@@ -1,0 +1,254 @@
+//! The workspace: a `.warden/` directory at a project root, found like `.git` by
+//! walking up from the current directory (`--dir` or `WARDEN_DIR` override).
+//!
+//! Paths of every file Warden keeps are computed here, from validated ids only.
+
+use std::path::{Path, PathBuf};
+
+use warden_core::model::TaskId;
+
+use crate::config::{Config, DEFAULT_TOML};
+use crate::files;
+
+/// The name of the workspace directory.
+pub const DIR_NAME: &str = ".warden";
+
+/// A located workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workspace {
+    /// The project root (the directory that holds `.warden/`).
+    pub root: PathBuf,
+    /// `root/.warden`.
+    pub dir: PathBuf,
+}
+
+/// Why a workspace could not be found or created.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// No `.warden/` here or above (exit 2).
+    #[error(
+        "no Warden workspace in {0} or any parent directory; run `warden init` in your project root first"
+    )]
+    NotFound(String),
+    /// `--dir`/`WARDEN_DIR` names a directory without `.warden/` (exit 2).
+    #[error("{0} has no .warden directory; run `warden init --dir {0}` first")]
+    NotAWorkspace(String),
+    /// `init` where a workspace exists (exit 1).
+    #[error("{0} already exists; Warden will not overwrite it (remove it first to start over)")]
+    Exists(String),
+    /// A file-system error (exit 5).
+    #[error("{0}")]
+    Io(String),
+}
+
+impl WorkspaceError {
+    /// The documented exit code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            WorkspaceError::NotFound(_) | WorkspaceError::NotAWorkspace(_) => 2,
+            WorkspaceError::Exists(_) => 1,
+            WorkspaceError::Io(_) => 5,
+        }
+    }
+}
+
+impl Workspace {
+    fn at(root: &Path) -> Workspace {
+        Workspace {
+            root: root.to_path_buf(),
+            dir: root.join(DIR_NAME),
+        }
+    }
+
+    /// Finds the workspace: `explicit` (from `--dir` or `WARDEN_DIR`) names the project
+    /// root; otherwise walk up from `start`.
+    pub fn find(start: &Path, explicit: Option<&Path>) -> Result<Workspace, WorkspaceError> {
+        if let Some(root) = explicit {
+            let root = absolute(root);
+            if root.join(DIR_NAME).is_dir() {
+                return Ok(Workspace::at(&root));
+            }
+            return Err(WorkspaceError::NotAWorkspace(root.display().to_string()));
+        }
+        let start = absolute(start);
+        let mut cur = Some(start.as_path());
+        while let Some(d) = cur {
+            if d.join(DIR_NAME).join("warden.toml").is_file() {
+                return Ok(Workspace::at(d));
+            }
+            cur = d.parent();
+        }
+        Err(WorkspaceError::NotFound(start.display().to_string()))
+    }
+
+    /// Creates `.warden/` with the default configuration under `root`; refuses to
+    /// overwrite. In a git repository, `/.warden/` is added to `info/exclude`.
+    pub fn init(root: &Path, store_url: Option<&str>) -> Result<Workspace, WorkspaceError> {
+        let root = absolute(root);
+        let ws = Workspace::at(&root);
+        if ws.dir.exists() {
+            return Err(WorkspaceError::Exists(ws.dir.display().to_string()));
+        }
+        let io = |e: std::io::Error, what: &Path| {
+            WorkspaceError::Io(format!("cannot create {}: {e}", what.display()))
+        };
+        std::fs::create_dir_all(&root).map_err(|e| io(e, &root))?;
+        std::fs::create_dir(&ws.dir).map_err(|e| io(e, &ws.dir))?;
+        std::fs::create_dir(ws.dir.join("tasks")).map_err(|e| io(e, &ws.dir))?;
+        let mut toml = DEFAULT_TOML.to_owned();
+        if let Some(url) = store_url {
+            toml = toml.replace(
+                "url = \"sqlite:.warden/warden.db\"",
+                &format!("url = {}", toml_string(url)),
+            );
+        }
+        let cfg = ws.config_path();
+        files::write_atomic(&cfg, toml.as_bytes())
+            .map_err(|e| WorkspaceError::Io(e.to_string()))?;
+        if let Some((exclude, top)) = git_exclude_file(&root) {
+            add_exclude(&exclude, &top, &root).map_err(|e| io(e, &exclude))?;
+        }
+        Ok(ws)
+    }
+
+    /// `.warden/warden.toml`.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("warden.toml")
+    }
+
+    /// Loads the configuration.
+    pub fn config(&self) -> Result<Config, crate::config::ConfigError> {
+        let path = self.config_path();
+        let shown = self.display(&path);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => {
+                return Err(crate::config::ConfigError {
+                    path: shown,
+                    message: format!("cannot be read ({e})"),
+                });
+            }
+        };
+        Config::parse(&text, &shown)
+    }
+
+    /// `.warden/tasks/<id>/`.
+    pub fn task_dir(&self, id: &TaskId) -> PathBuf {
+        self.dir.join("tasks").join(id.as_str())
+    }
+
+    /// `.warden/tasks/<id>/TASK.md`.
+    pub fn task_file(&self, id: &TaskId) -> PathBuf {
+        self.task_dir(id).join("TASK.md")
+    }
+
+    /// `.warden/tasks/<id>/output.log`.
+    pub fn output_log(&self, id: &TaskId) -> PathBuf {
+        self.task_dir(id).join("output.log")
+    }
+
+    /// `.warden/worktrees/<id>/`.
+    pub fn worktree(&self, id: &TaskId) -> PathBuf {
+        self.dir.join("worktrees").join(id.as_str())
+    }
+
+    /// `.warden/STATE.md`.
+    pub fn state_md(&self) -> PathBuf {
+        self.dir.join("STATE.md")
+    }
+
+    /// `.warden/continue.md`.
+    pub fn continue_md(&self) -> PathBuf {
+        self.dir.join("continue.md")
+    }
+
+    /// `.warden/prompts/<name>.md`.
+    pub fn prompt_override(&self, name: &str) -> PathBuf {
+        self.dir.join("prompts").join(format!("{name}.md"))
+    }
+
+    /// A path relative to the project root, for messages.
+    pub fn display(&self, p: &Path) -> String {
+        p.strip_prefix(&self.root)
+            .unwrap_or(p)
+            .display()
+            .to_string()
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+fn toml_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The `info/exclude` file of the repository containing `root`, and the top of its
+/// working tree, if any. Reads `.git` directly (a directory, or a `gitdir:` file in a
+/// linked worktree) — no git process.
+pub fn git_exclude_file(root: &Path) -> Option<(PathBuf, PathBuf)> {
+    let mut cur = Some(root);
+    while let Some(d) = cur {
+        let dotgit = d.join(".git");
+        if dotgit.is_dir() {
+            return Some((dotgit.join("info").join("exclude"), d.to_path_buf()));
+        }
+        if dotgit.is_file() {
+            let text = std::fs::read_to_string(&dotgit).ok()?;
+            let gitdir = text.trim().strip_prefix("gitdir:")?.trim();
+            let gitdir = d.join(gitdir);
+            let common = std::fs::read_to_string(gitdir.join("commondir"))
+                .map(|c| gitdir.join(c.trim()))
+                .unwrap_or(gitdir);
+            return Some((common.join("info").join("exclude"), d.to_path_buf()));
+        }
+        cur = d.parent();
+    }
+    None
+}
+
+fn add_exclude(exclude: &Path, top: &Path, root: &Path) -> std::io::Result<()> {
+    // The pattern is anchored at the working tree's top: `/.warden/` for a workspace at
+    // the top, `/sub/dir/.warden/` for one deeper down.
+    let rel = root
+        .strip_prefix(top)
+        .map(|r| r.display().to_string())
+        .unwrap_or_default();
+    let pattern = if rel.is_empty() {
+        "/.warden/".to_owned()
+    } else {
+        format!("/{rel}/.warden/")
+    };
+    let existing = std::fs::read_to_string(exclude).unwrap_or_default();
+    if existing.lines().any(|l| l.trim() == pattern) {
+        return Ok(());
+    }
+    if let Some(dir) = exclude.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut text = existing;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&pattern);
+    text.push('\n');
+    files::write_atomic(exclude, text.as_bytes()).map_err(|e| std::io::Error::other(e.to_string()))
+}

@@ -1,1 +1,110 @@
-fn main() {}
+//! The `warden` binary: command-line parsing, dispatch, and the mapping of every error
+//! kind onto the documented exit codes (DESIGN.md section 4).
+
+mod app;
+mod cmd_memory;
+mod cmd_plan;
+mod cmd_state;
+mod cmd_task;
+mod demo;
+mod error;
+mod out;
+mod taskfile;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::CliError;
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 ok · 1 refused (illegal transition, failed gate or guard, invalid input)
+            2 usage or configuration · 3 not found · 4 conflict (safe to retry) · 5 storage/internal
+
+Examples:
+  warden init
+  warden task create login --title \"Login page\" --agent \"Build the login page\"
+  warden task update login --status working
+  warden task complete login          # needs a non-empty \"## Handoff\" in TASK.md
+  warden --json task show login";
+
+/// Warden: a deterministic state engine for autonomous coding agents.
+///
+/// Agents write artifacts (sections of TASK.md) and signal intent; Warden checks the
+/// evidence, decides the state, records every change, and never trusts a claim.
+#[derive(Parser, Debug)]
+#[command(name = "warden", version, after_help = AFTER_HELP, propagate_version = true)]
+struct Cli {
+    /// The project root that holds .warden/ (default: found by walking up from here).
+    #[arg(long, global = true, env = "WARDEN_DIR", value_name = "PATH")]
+    dir: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create .warden/ with the default configuration (refuses to overwrite).
+    #[command(after_help = "Example:\n  warden init\n  warden init --dir ~/src/app")]
+    Init(InitArgs),
+    /// Create, inspect and move tasks.
+    #[command(subcommand)]
+    Task(cmd_task::TaskCmd),
+    /// The task tree: import, export, reconcile an edited tree, pick the next leaf.
+    #[command(subcommand)]
+    Plan(cmd_plan::PlanCmd),
+    /// Per-task structured memory (goals, decisions, history, next focus).
+    #[command(subcommand)]
+    Memory(cmd_memory::MemoryCmd),
+    /// Print the prompt for a task's current status and role.
+    #[command(after_help = "Example:\n  warden prompt login")]
+    Prompt(cmd_state::PromptArgs),
+    /// Print the event history, oldest first.
+    #[command(after_help = "Examples:\n  warden history\n  warden --json history login   # JSON lines")]
+    History(cmd_state::HistoryArgs),
+    /// Print STATE.md (project progress), write it, or verify it.
+    #[command(after_help = "Examples:\n  warden state\n  warden state --write     # and keep it updated after every change\n  warden state verify")]
+    State(cmd_state::StateArgs),
+    /// Replay the event log and compare it with the stored tasks; exit 1 on any difference.
+    Check,
+    /// Run a sample plan end to end in a temporary workspace.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Args, Debug)]
+struct InitArgs {
+    /// Store URL to write into warden.toml (default: the embedded SQLite store).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match run(cli) {
+        Ok(()) => 0,
+        Err(e) => e.report(),
+    };
+    ExitCode::from(code as u8)
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let g = app::Global {
+        dir: cli.dir,
+        json: cli.json,
+    };
+    match cli.command {
+        Command::Init(a) => app::init(&g, a.store.as_deref()),
+        Command::Task(c) => cmd_task::run(&g, c),
+        Command::Plan(c) => cmd_plan::run(&g, c),
+        Command::Memory(c) => cmd_memory::run(&g, c),
+        Command::Prompt(a) => cmd_state::prompt(&g, a),
+        Command::History(a) => cmd_state::history(&g, a),
+        Command::State(a) => cmd_state::state(&g, a),
+        Command::Check => cmd_state::check(&g),
+        Command::Demo(a) => demo::run(&g, a),
+    }
+}

@@ -1,0 +1,70 @@
+//! TASK.md as the CLI meets it: read safely, parse the artifacts, notice runner-owned
+//! fields an agent edited in the frontmatter, and rewrite the frontmatter mirror after a
+//! commit without losing an agent's concurrent edit of the body.
+
+use warden_core::artifact::{self, Artifacts};
+use warden_core::event::EventKind;
+use warden_core::model::Task;
+use warden_store::Workspace;
+use warden_store::files::{self, FileError};
+
+use crate::error::CliError;
+
+/// What a write learns from TASK.md.
+#[derive(Debug, Default)]
+pub struct Doc {
+    /// The artifacts (sections and verdict) at this moment.
+    pub artifacts: Artifacts,
+    /// `tamper.ignored` events for runner-owned frontmatter fields an agent changed.
+    pub tamper: Vec<EventKind>,
+}
+
+/// Reads and parses a task's TASK.md. A missing file has no artifacts (it is recreated
+/// after the next commit); a symlinked, oversized or non-UTF-8 file is refused.
+pub fn read(ws: &Workspace, task: &Task) -> Result<Doc, CliError> {
+    let path = ws.task_file(task.id());
+    let text = match files::read_text(&ws.dir, &path) {
+        Ok(t) => t,
+        Err(FileError::Missing(_)) => return Ok(Doc::default()),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(doc_of(&text, task))
+}
+
+/// Parses TASK.md text against the true task.
+pub fn doc_of(text: &str, task: &Task) -> Doc {
+    let artifacts = artifact::artifacts(text);
+    let parsed = artifact::parse(text);
+    let tamper = match parsed.frontmatter {
+        Some(found) => artifact::tampered(&found, &artifact::mirror(task))
+            .into_iter()
+            .map(|t| EventKind::TamperIgnored {
+                field: t.field,
+                agent_value: t.agent_value,
+                true_value: t.true_value,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    Doc { artifacts, tamper }
+}
+
+/// Creates TASK.md (skeleton) if missing, else restores the frontmatter mirror to the
+/// stored truth, keeping the body byte for byte.
+pub fn sync(ws: &Workspace, task: &Task) -> Result<(), CliError> {
+    let dir = ws.task_dir(task.id());
+    files::create_dir(&ws.dir, &dir)?;
+    let path = ws.task_file(task.id());
+    match files::read_text(&ws.dir, &path) {
+        Err(FileError::Missing(_)) => {
+            files::write_atomic(&path, artifact::skeleton(task).as_bytes())?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+        Ok(_) => {
+            let fm = artifact::mirror(task);
+            files::update_text(&ws.dir, &path, |cur| artifact::with_frontmatter(cur, &fm))?;
+            Ok(())
+        }
+    }
+}

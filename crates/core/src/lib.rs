@@ -2,4 +2,8 @@
 //! decisions, tree reconcile, phases and retry, memory, progress and prompts.
 //! No I/O, no clock, no processes: time and file contents are passed in.
 
+pub mod memory;
 pub mod model;
+pub mod progress;
+pub mod prompt;
+pub mod state_md;

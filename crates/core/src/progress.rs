@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Phase, PhaseStatus, Status, Task, TaskId, named_enum};
+use crate::model::{Phase, PhaseStatus, Status, Task, TaskId};
 
 /// `floor(complete / total * 100)`, 0 when `total` is 0, never above 100.
 pub fn percentage(complete: usize, total: usize) -> u32 {
@@ -27,41 +26,124 @@ pub fn bar(pct: u32) -> String {
     format!("{}{}", "#".repeat(filled), "░".repeat(20 - filled))
 }
 
-named_enum!(
-    /// The status of the project or of one phase, over its leaves (DESIGN 2.6).
-    ProgressStatus, "progress status" {
-        /// No countable leaves.
-        ReadyToPlan = "Ready to plan",
-        /// Leaves exist, none started.
-        Planning = "Planning",
-        /// A leaf is being worked on (or some are done and others are not).
-        InProgress = "In progress",
-        /// Nothing is being worked on; some leaves are under review.
-        Verifying = "Verifying",
-        /// Every countable leaf passes.
-        Complete = "Complete",
-    }
-);
+/// The status of the project or of one phase, over its leaves (DESIGN 2.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ProgressStatus {
+    /// No countable leaves.
+    #[serde(rename = "Ready to plan")]
+    ReadyToPlan,
+    /// Leaves exist, none started.
+    #[serde(rename = "Planning")]
+    Planning,
+    /// A leaf is being worked on (or some are done and others are not).
+    #[serde(rename = "In progress")]
+    InProgress,
+    /// Nothing is being worked on; some leaves are under review.
+    #[serde(rename = "Verifying")]
+    Verifying,
+    /// Every countable leaf passes.
+    #[serde(rename = "Complete")]
+    Complete,
+}
 
-named_enum!(
-    /// A task's derived gate status (seed 002, "Gate Status Values").
-    GateStatus, "gate status" {
-        /// The worker is running.
-        Executing = "EXECUTING",
-        /// The postchecks (the guard) are running.
-        Verifying = "VERIFYING",
-        /// An agent or a person is reviewing.
-        Reviewing = "REVIEWING",
-        /// Accepted.
-        Approved = "APPROVED",
-        /// Needs a person: attempts exhausted, reviews failed, or crashes.
-        Failed = "FAILED",
-        /// Cannot proceed: waiting for a dependency or for a person's answer.
-        Blocked = "BLOCKED",
-        /// Cancelled.
-        Skipped = "SKIPPED",
+impl ProgressStatus {
+    /// Every value, in declaration order.
+    pub const ALL: &'static [ProgressStatus] = &[
+        ProgressStatus::ReadyToPlan,
+        ProgressStatus::Planning,
+        ProgressStatus::InProgress,
+        ProgressStatus::Verifying,
+        ProgressStatus::Complete,
+    ];
+
+    /// The name as STATE.md, JSON and error messages show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProgressStatus::ReadyToPlan => "Ready to plan",
+            ProgressStatus::Planning => "Planning",
+            ProgressStatus::InProgress => "In progress",
+            ProgressStatus::Verifying => "Verifying",
+            ProgressStatus::Complete => "Complete",
+        }
     }
-);
+
+    /// Parses a name as [`Self::as_str`] writes it.
+    pub fn parse(s: &str) -> Option<ProgressStatus> {
+        ProgressStatus::ALL
+            .iter()
+            .copied()
+            .find(|v| v.as_str() == s)
+    }
+}
+
+impl fmt::Display for ProgressStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A task's derived gate status (seed 002, "Gate Status Values").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum GateStatus {
+    /// The worker is running.
+    #[serde(rename = "EXECUTING")]
+    Executing,
+    /// The postchecks (the guard) are running.
+    #[serde(rename = "VERIFYING")]
+    Verifying,
+    /// An agent or a person is reviewing.
+    #[serde(rename = "REVIEWING")]
+    Reviewing,
+    /// Accepted.
+    #[serde(rename = "APPROVED")]
+    Approved,
+    /// Needs a person: attempts exhausted, reviews failed, or crashes.
+    #[serde(rename = "FAILED")]
+    Failed,
+    /// Cannot proceed: waiting for a dependency or for a person's answer.
+    #[serde(rename = "BLOCKED")]
+    Blocked,
+    /// Cancelled.
+    #[serde(rename = "SKIPPED")]
+    Skipped,
+}
+
+impl GateStatus {
+    /// Every value, in declaration order.
+    pub const ALL: &'static [GateStatus] = &[
+        GateStatus::Executing,
+        GateStatus::Verifying,
+        GateStatus::Reviewing,
+        GateStatus::Approved,
+        GateStatus::Failed,
+        GateStatus::Blocked,
+        GateStatus::Skipped,
+    ];
+
+    /// The name as STATE.md, JSON and error messages show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateStatus::Executing => "EXECUTING",
+            GateStatus::Verifying => "VERIFYING",
+            GateStatus::Reviewing => "REVIEWING",
+            GateStatus::Approved => "APPROVED",
+            GateStatus::Failed => "FAILED",
+            GateStatus::Blocked => "BLOCKED",
+            GateStatus::Skipped => "SKIPPED",
+        }
+    }
+
+    /// Parses a name as [`Self::as_str`] writes it.
+    pub fn parse(s: &str) -> Option<GateStatus> {
+        GateStatus::ALL.iter().copied().find(|v| v.as_str() == s)
+    }
+}
+
+impl fmt::Display for GateStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The progress status over a set of leaves. Cancelled leaves are set aside: a set with
 /// only cancelled leaves is `Ready to plan`, like an empty one.
@@ -280,6 +362,34 @@ pub(crate) mod tests {
     fn check_bar(complete: usize, total: usize, pct: u32, expected: &str) {
         assert_eq!(percentage(complete, total), pct, "{complete}/{total}");
         assert_eq!(bar(pct), expected, "{complete}/{total}");
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for v in ProgressStatus::ALL {
+            assert_eq!(ProgressStatus::parse(v.as_str()), Some(*v));
+            assert_eq!(v.to_string(), v.as_str());
+            assert_eq!(
+                serde_json::to_string(v).unwrap(),
+                format!("{:?}", v.as_str())
+            );
+            assert_eq!(
+                serde_json::from_str::<ProgressStatus>(&format!("{:?}", v.as_str())).unwrap(),
+                *v
+            );
+        }
+        for v in GateStatus::ALL {
+            assert_eq!(GateStatus::parse(v.as_str()), Some(*v));
+            assert_eq!(v.to_string(), v.as_str());
+            assert_eq!(
+                serde_json::to_string(v).unwrap(),
+                format!("{:?}", v.as_str())
+            );
+            assert_eq!(
+                serde_json::from_str::<GateStatus>(&format!("{:?}", v.as_str())).unwrap(),
+                *v
+            );
+        }
     }
 
     #[test]

@@ -5,8 +5,12 @@
 pub mod artifact;
 pub mod event;
 pub mod exit;
+pub mod history;
 pub mod memory;
 pub mod model;
 pub mod ops;
+pub mod progress;
+pub mod prompt;
 pub mod retry;
+pub mod state_md;
 pub mod workflow;

@@ -1,17 +1,455 @@
-//! TEMPORARY stub, replaced by the memory module.
+//! Per-task structured memory (seed 003): what an agent learned, merged as deltas,
+//! capped so prompts stay within budget, and rendered as the `<state>` block that
+//! every prompt embeds.
+
 use serde::{Deserialize, Serialize};
-/// A memory delta.
+
+/// The memory of one task. `memory show --json` prints exactly these seven fields.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryDelta {
-    /// Goals.
-    #[serde(default)]
-    pub goals: Vec<String>,
-}
-/// Memory.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Memory {
-    /// Goals.
+    /// What the task is trying to achieve.
     pub goals: Vec<String>,
-    /// Next focus.
+    /// Limits the work must respect.
+    pub constraints: Vec<String>,
+    /// Choices made, with their reasons.
+    pub decisions: Vec<String>,
+    /// Ideas not yet confirmed.
+    pub hypotheses: Vec<String>,
+    /// What happened recently (only the last `max_history` entries are kept).
+    pub history: Vec<String>,
+    /// Questions and problems still open.
+    pub open_issues: Vec<String>,
+    /// What to do next; empty when unset.
     pub next_focus: String,
+}
+
+/// An update to a [`Memory`]: items to append and, optionally, a new focus. Unknown keys
+/// are refused so that a misspelled field in a JSON delta fails loudly instead of being
+/// dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryDelta {
+    /// Goals to append.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub goals: Vec<String>,
+    /// Constraints to append.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<String>,
+    /// Decisions to append.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<String>,
+    /// Hypotheses to append.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hypotheses: Vec<String>,
+    /// History entries to append.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<String>,
+    /// Open issues to append.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub open_issues: Vec<String>,
+    /// Replaces the focus when present and non-empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_focus: Option<String>,
+}
+
+/// Bounds on memory size (`[memory]` in `warden.toml`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryCaps {
+    /// How many history entries are kept (the most recent ones).
+    pub max_history: usize,
+    /// The longest any string may be, in characters (Unicode scalar values).
+    pub max_text_len: usize,
+}
+
+impl Default for MemoryCaps {
+    fn default() -> Self {
+        MemoryCaps {
+            max_history: 3,
+            max_text_len: 256,
+        }
+    }
+}
+
+/// Merges a delta into a memory: lists concatenate (existing items first), a non-empty
+/// `next_focus` replaces the old one, then the caps are applied.
+pub fn merge(existing: &Memory, update: &MemoryDelta, caps: &MemoryCaps) -> Memory {
+    fn cat(a: &[String], b: &[String]) -> Vec<String> {
+        a.iter().chain(b).cloned().collect()
+    }
+    let next_focus = match &update.next_focus {
+        Some(f) if !f.is_empty() => f.clone(),
+        _ => existing.next_focus.clone(),
+    };
+    let merged = Memory {
+        goals: cat(&existing.goals, &update.goals),
+        constraints: cat(&existing.constraints, &update.constraints),
+        decisions: cat(&existing.decisions, &update.decisions),
+        hypotheses: cat(&existing.hypotheses, &update.hypotheses),
+        history: cat(&existing.history, &update.history),
+        open_issues: cat(&existing.open_issues, &update.open_issues),
+        next_focus,
+    };
+    apply_caps(merged, caps)
+}
+
+/// Enforces the caps: every string (list items and `next_focus`) is cut to
+/// `max_text_len` characters, and `history` keeps only its last `max_history` items.
+pub fn apply_caps(mut memory: Memory, caps: &MemoryCaps) -> Memory {
+    if memory.history.len() > caps.max_history {
+        let excess = memory.history.len() - caps.max_history;
+        memory.history.drain(..excess);
+    }
+    for list in lists_mut(&mut memory) {
+        for item in list.iter_mut() {
+            truncate_chars(item, caps.max_text_len);
+        }
+    }
+    truncate_chars(&mut memory.next_focus, caps.max_text_len);
+    memory
+}
+
+/// Cuts `s` to at most `max` characters. Cutting at a character index can never split
+/// a UTF-8 sequence.
+fn truncate_chars(s: &mut String, max: usize) {
+    if let Some((byte, _)) = s.char_indices().nth(max) {
+        s.truncate(byte);
+    }
+}
+
+fn lists_mut(m: &mut Memory) -> [&mut Vec<String>; 6] {
+    [
+        &mut m.goals,
+        &mut m.constraints,
+        &mut m.decisions,
+        &mut m.hypotheses,
+        &mut m.history,
+        &mut m.open_issues,
+    ]
+}
+
+/// The lists with their section labels, in render order.
+fn sections(m: &Memory) -> [(&'static str, &[String]); 6] {
+    [
+        ("Goals", &m.goals),
+        ("Constraints", &m.constraints),
+        ("Decisions", &m.decisions),
+        ("Hypotheses", &m.hypotheses),
+        ("History", &m.history),
+        ("Open issues", &m.open_issues),
+    ]
+}
+
+/// Renders memory as compact text: for each non-empty list a `Label:` line followed by
+/// `- item` lines, then `Next focus: …` if set. No blank lines, no trailing newline; an
+/// empty memory renders as the empty string. A multi-line item keeps its lines, the
+/// continuation lines indented by two spaces so they stay inside their bullet.
+pub fn render(memory: &Memory) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for (label, items) in sections(memory) {
+        if items.is_empty() {
+            continue;
+        }
+        lines.push(format!("{label}:"));
+        for item in items {
+            lines.push(format!("- {}", indent_continuation(item)));
+        }
+    }
+    if !memory.next_focus.is_empty() {
+        lines.push(format!(
+            "Next focus: {}",
+            indent_continuation(&memory.next_focus)
+        ));
+    }
+    lines.join("\n")
+}
+
+fn indent_continuation(s: &str) -> String {
+    s.lines().collect::<Vec<_>>().join("\n  ")
+}
+
+/// The memory as prompts embed it: `<state>\n{render}\n</state>`.
+pub fn block(memory: &Memory) -> String {
+    format!("<state>\n{}\n</state>", render(memory))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn v(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn mem(goals: &[&str], history: &[&str], focus: &str) -> Memory {
+        Memory {
+            goals: v(goals),
+            history: v(history),
+            next_focus: focus.into(),
+            ..Memory::default()
+        }
+    }
+
+    fn delta(goals: &[&str], history: &[&str], focus: Option<&str>) -> MemoryDelta {
+        MemoryDelta {
+            goals: v(goals),
+            history: v(history),
+            next_focus: focus.map(str::to_owned),
+            ..MemoryDelta::default()
+        }
+    }
+
+    fn check_merge(existing: Memory, update: MemoryDelta, expected: Memory) {
+        assert_eq!(merge(&existing, &update, &MemoryCaps::default()), expected);
+    }
+
+    #[test]
+    fn merge_table() {
+        // Empty into empty stays empty.
+        check_merge(mem(&[], &[], ""), delta(&[], &[], None), mem(&[], &[], ""));
+        // Lists concatenate, existing items first.
+        check_merge(
+            mem(&["a"], &[], ""),
+            delta(&["b", "c"], &[], None),
+            mem(&["a", "b", "c"], &[], ""),
+        );
+        // Duplicates are kept: merge is concatenation, not a set union.
+        check_merge(
+            mem(&["a"], &[], ""),
+            delta(&["a"], &[], None),
+            mem(&["a", "a"], &[], ""),
+        );
+        // A non-empty next_focus replaces.
+        check_merge(
+            mem(&[], &[], "old"),
+            delta(&[], &[], Some("new")),
+            mem(&[], &[], "new"),
+        );
+        // An empty or absent next_focus keeps the existing one.
+        check_merge(
+            mem(&[], &[], "old"),
+            delta(&[], &[], Some("")),
+            mem(&[], &[], "old"),
+        );
+        check_merge(
+            mem(&[], &[], "old"),
+            delta(&[], &[], None),
+            mem(&[], &[], "old"),
+        );
+        // History keeps the last three.
+        check_merge(
+            mem(&[], &["h1", "h2"], ""),
+            delta(&[], &["h3", "h4"], None),
+            mem(&[], &["h2", "h3", "h4"], ""),
+        );
+        check_merge(
+            mem(&[], &[], ""),
+            delta(&[], &["1", "2", "3", "4", "5"], None),
+            mem(&[], &["3", "4", "5"], ""),
+        );
+        // Other lists are not bounded in length.
+        check_merge(
+            mem(&[], &[], ""),
+            delta(&["1", "2", "3", "4", "5"], &[], None),
+            mem(&["1", "2", "3", "4", "5"], &[], ""),
+        );
+        // Long text is cut, in lists and in next_focus.
+        check_merge(
+            mem(&[], &[], ""),
+            delta(&[&"g".repeat(300)], &[], Some(&"f".repeat(257))),
+            mem(&[&"g".repeat(256)], &[], &"f".repeat(256)),
+        );
+    }
+
+    #[test]
+    fn every_list_concatenates() {
+        let existing = Memory {
+            goals: v(&["g"]),
+            constraints: v(&["c"]),
+            decisions: v(&["d"]),
+            hypotheses: v(&["h"]),
+            history: v(&["x"]),
+            open_issues: v(&["o"]),
+            next_focus: "f".into(),
+        };
+        let update = MemoryDelta {
+            goals: v(&["g2"]),
+            constraints: v(&["c2"]),
+            decisions: v(&["d2"]),
+            hypotheses: v(&["h2"]),
+            history: v(&["x2"]),
+            open_issues: v(&["o2"]),
+            next_focus: None,
+        };
+        let m = merge(&existing, &update, &MemoryCaps::default());
+        assert_eq!(m.goals, v(&["g", "g2"]));
+        assert_eq!(m.constraints, v(&["c", "c2"]));
+        assert_eq!(m.decisions, v(&["d", "d2"]));
+        assert_eq!(m.hypotheses, v(&["h", "h2"]));
+        assert_eq!(m.history, v(&["x", "x2"]));
+        assert_eq!(m.open_issues, v(&["o", "o2"]));
+        assert_eq!(m.next_focus, "f");
+    }
+
+    fn check_cut(input: &str, max: usize, expected: &str) {
+        let caps = MemoryCaps {
+            max_history: 3,
+            max_text_len: max,
+        };
+        let m = apply_caps(mem(&[input], &[input], input), &caps);
+        assert_eq!(m.goals[0], expected, "goal {input:?}");
+        assert_eq!(m.history[0], expected, "history {input:?}");
+        assert_eq!(m.next_focus, expected, "next_focus {input:?}");
+    }
+
+    #[test]
+    fn caps_count_characters_not_bytes() {
+        check_cut("abc", 3, "abc");
+        check_cut("abcd", 3, "abc");
+        check_cut("ééé", 3, "ééé");
+        check_cut("éééé", 3, "ééé");
+        check_cut("ab🦀", 3, "ab🦀");
+        check_cut("ab🦀x", 3, "ab🦀");
+        check_cut("abc🦀", 3, "abc");
+        check_cut("🦀🦀", 1, "🦀");
+        check_cut("é", 0, "");
+        check_cut("", 5, "");
+        // 255 ASCII then a multibyte character at the 256th position is kept whole.
+        let s = format!("{}é", "a".repeat(255));
+        check_cut(&s, 256, &s);
+        check_cut(&format!("{s}é"), 256, &s);
+    }
+
+    #[test]
+    fn delta_refuses_unknown_keys() {
+        let err = serde_json::from_str::<MemoryDelta>(r#"{"goal": ["x"]}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `goal`"), "{err}");
+        let ok: MemoryDelta =
+            serde_json::from_str(r#"{"history": ["x"], "next_focus": null}"#).unwrap();
+        assert_eq!(ok, delta(&[], &["x"], None));
+    }
+
+    #[test]
+    fn memory_json_has_exactly_seven_fields() {
+        let json = serde_json::to_value(Memory::default()).unwrap();
+        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "constraints",
+                "decisions",
+                "goals",
+                "history",
+                "hypotheses",
+                "next_focus",
+                "open_issues"
+            ]
+        );
+    }
+
+    #[test]
+    fn render_examples() {
+        assert_eq!(render(&Memory::default()), "");
+        assert_eq!(block(&Memory::default()), "<state>\n\n</state>");
+        let m = Memory {
+            goals: v(&["ship login"]),
+            open_issues: v(&["flaky test", "two\nlines"]),
+            next_focus: "fix the test".into(),
+            ..Memory::default()
+        };
+        assert_eq!(
+            render(&m),
+            "Goals:\n- ship login\nOpen issues:\n- flaky test\n- two\n  lines\nNext focus: fix the test"
+        );
+        let full = Memory {
+            goals: v(&["g"]),
+            constraints: v(&["c"]),
+            decisions: v(&["d"]),
+            hypotheses: v(&["h"]),
+            history: v(&["x"]),
+            open_issues: v(&["o"]),
+            next_focus: String::new(),
+        };
+        assert_eq!(
+            block(&full),
+            "<state>\nGoals:\n- g\nConstraints:\n- c\nDecisions:\n- d\nHypotheses:\n- h\nHistory:\n- x\nOpen issues:\n- o\n</state>"
+        );
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        // Mixes one-, two-, three- and four-byte characters.
+        proptest::string::string_regex("[a-zé€🦀 ]{0,12}").unwrap()
+    }
+
+    fn list() -> impl Strategy<Value = Vec<String>> {
+        proptest::collection::vec(text(), 0..6)
+    }
+
+    prop_compose! {
+        fn memory()(g in list(), c in list(), d in list(), h in list(), x in list(), o in list(), f in text()) -> Memory {
+            Memory { goals: g, constraints: c, decisions: d, hypotheses: h, history: x, open_issues: o, next_focus: f }
+        }
+    }
+
+    prop_compose! {
+        fn delta_s()(g in list(), c in list(), d in list(), h in list(), x in list(), o in list(), f in proptest::option::of(text())) -> MemoryDelta {
+            MemoryDelta { goals: g, constraints: c, decisions: d, hypotheses: h, history: x, open_issues: o, next_focus: f }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn caps_hold_after_merge(m in memory(), d in delta_s(), max_history in 0usize..5, max_text_len in 0usize..10) {
+            let caps = MemoryCaps { max_history, max_text_len };
+            let out = merge(&m, &d, &caps);
+            prop_assert!(out.history.len() <= max_history);
+            prop_assert!(out.next_focus.chars().count() <= max_text_len);
+            for (_, items) in sections(&out) {
+                for item in items {
+                    prop_assert!(item.chars().count() <= max_text_len);
+                }
+            }
+        }
+
+        #[test]
+        fn merge_keeps_every_item_that_fits(m in memory(), d in delta_s()) {
+            // Generous caps: nothing is cut, so every item survives in order.
+            let caps = MemoryCaps { max_history: usize::MAX, max_text_len: 1000 };
+            let out = merge(&m, &d, &caps);
+            let want: Vec<String> = m.goals.iter().chain(&d.goals).cloned().collect();
+            prop_assert_eq!(&out.goals, &want);
+            let want: Vec<String> = m.open_issues.iter().chain(&d.open_issues).cloned().collect();
+            prop_assert_eq!(&out.open_issues, &want);
+            let want: Vec<String> = m.history.iter().chain(&d.history).cloned().collect();
+            prop_assert_eq!(&out.history, &want);
+        }
+
+        #[test]
+        fn history_keeps_the_newest(m in memory(), d in delta_s(), max_history in 0usize..5) {
+            let caps = MemoryCaps { max_history, max_text_len: 1000 };
+            let out = merge(&m, &d, &caps);
+            let all: Vec<String> = m.history.iter().chain(&d.history).cloned().collect();
+            let tail = &all[all.len().saturating_sub(max_history)..];
+            prop_assert_eq!(&out.history[..], tail);
+        }
+
+        #[test]
+        fn render_shows_every_item_once_in_order(m in memory()) {
+            let out = render(&m);
+            let mut want = Vec::new();
+            for (label, items) in sections(&m) {
+                if !items.is_empty() {
+                    want.push(format!("{label}:"));
+                    want.extend(items.iter().map(|i| format!("- {i}")));
+                }
+            }
+            if !m.next_focus.is_empty() {
+                want.push(format!("Next focus: {}", m.next_focus));
+            }
+            prop_assert_eq!(out.clone(), want.join("\n"));
+            prop_assert_eq!(block(&m), format!("<state>\n{out}\n</state>"));
+        }
+    }
 }

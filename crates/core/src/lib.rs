@@ -3,3 +3,4 @@
 //! No I/O, no clock, no processes: time and file contents are passed in.
 
 pub mod model;
+pub mod tree;

@@ -416,18 +416,17 @@ pub fn apply_state_updates(
     let mut attempts_incremented = Vec::new();
     {
         let n = &mut nodes[sel];
+        // The seed's table; "if < max" is the saturation that defines stuck.
         match (status, guard) {
-            (AgentStatus::Done, Some(GuardOutcome::Pass)) => {
-                if !n.passes {
-                    n.passes = true;
-                    passes_set.push(n.spec.id.clone());
-                }
+            (AgentStatus::Done, Some(GuardOutcome::Pass)) if !n.passes => {
+                n.passes = true;
+                passes_set.push(n.spec.id.clone());
             }
-            (AgentStatus::Done, Some(GuardOutcome::Fail)) | (AgentStatus::Retry, _) => {
-                if n.attempts < n.spec.max_attempts {
-                    n.attempts += 1;
-                    attempts_incremented.push(n.spec.id.clone());
-                }
+            (AgentStatus::Done, Some(GuardOutcome::Fail)) | (AgentStatus::Retry, _)
+                if n.attempts < n.spec.max_attempts =>
+            {
+                n.attempts += 1;
+                attempts_incremented.push(n.spec.id.clone());
             }
             _ => {}
         }

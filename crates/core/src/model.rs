@@ -128,6 +128,8 @@ macro_rules! named_enum {
     };
 }
 
+pub(crate) use named_enum;
+
 named_enum!(
     /// A task's lifecycle state (seed 001's names).
     Status, "status" {

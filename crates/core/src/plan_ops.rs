@@ -36,8 +36,8 @@ pub fn plan_applied(
             Some(old) => {
                 for tn in update.tamper_ignored.iter().filter(|t| &t.id == id) {
                     k.push(EventKind::TamperIgnored {
-                        field: tn.field.clone(),
-                        agent_value: tn.agent_value.clone(),
+                        field: tn.field.to_owned(),
+                        agent_value: Some(tn.agent_value.clone()),
                         true_value: tn.true_value.clone(),
                     });
                 }

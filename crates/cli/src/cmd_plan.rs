@@ -280,7 +280,7 @@ fn apply(app: &App, a: ApplyArgs) -> Result<(), CliError> {
             &app.config.limits,
         )
         .map_err(|e| {
-            let code = if e.is_usage() { 2 } else { 1 };
+            let code = if matches!(e, tree::ApplyError::MissingGuard) { 2 } else { 1 };
             let msg = e.to_string();
             CliError::new(
                 code,

@@ -4,7 +4,6 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use warden_core::event::Event;
 use warden_core::history;
-use warden_core::memory;
 use warden_core::prompt::{self, PromptInput};
 use warden_core::state_md;
 use warden_store::files;
@@ -47,7 +46,7 @@ pub fn prompt(g: &Global, a: PromptArgs) -> Result<(), CliError> {
     let t = app.get(&id)?;
     let text = render_prompt(&app, &t)?;
     if app.json {
-        let kind = prompt::prompt_kind(&t).map(|k| k.name());
+        let kind = prompt::prompt_kind(&t).map(|k| k.as_str());
         out::json(&json!({"id": id, "kind": kind, "prompt": text}));
     } else {
         out::print(&text);
@@ -68,7 +67,7 @@ pub fn render_prompt(app: &App, t: &warden_core::model::Task) -> Result<String, 
             t.status()
         )));
     };
-    let override_path = app.ws.prompt_override(kind.name());
+    let override_path = app.ws.prompt_override(kind.as_str());
     let template = match files::read_text(&app.ws.dir, &override_path) {
         Ok(text) => text,
         Err(files::FileError::Missing(_)) => prompt::default_template(kind).to_owned(),
@@ -306,7 +305,6 @@ pub fn check(g: &Global) -> Result<(), CliError> {
             problems.push(format!("memory of {id} is missing from the store"));
         }
     }
-    let _ = memory::render;
     if app.json {
         out::json(&json!({
             "ok": problems.is_empty(),

@@ -59,9 +59,9 @@ pub fn status(s: Status) -> String {
 
 /// The JSON of one task (`task show --json`), with its children and gate status.
 pub fn task_json(t: &Task, all: &[Task]) -> Value {
-    let children: Vec<&str> = warden_core::tree::children(all, t.id())
+    let children: Vec<String> = warden_core::tree::children(all, t.id())
         .into_iter()
-        .map(|c| c.as_str())
+        .map(|c| c.to_string())
         .collect();
     let deps_done = t.spec.depends_on.iter().all(|d| {
         all.iter()

@@ -2,7 +2,7 @@
 /// Evidence.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Evidence {
-    pub name: String,
+    pub section: String,
     pub digest: String,
 }
 /// Verdict.

@@ -192,7 +192,7 @@ mod tests {
 
     fn art(handoff: bool, verdict: Option<Verdict>) -> Artifacts {
         let ev = |name: &str| Evidence {
-            name: name.into(),
+            section: name.into(),
             digest: "d".into(),
         };
         Artifacts {

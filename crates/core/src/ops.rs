@@ -375,7 +375,7 @@ pub fn edit(task: &Task, spec: TaskSpec, ctx: &Ctx<'_>) -> Result<Change, Refusa
 
 fn evidence_ref(e: &Evidence) -> EvidenceRef {
     EvidenceRef {
-        section: e.name.clone(),
+        section: e.section.clone(),
         digest: e.digest.clone(),
     }
 }

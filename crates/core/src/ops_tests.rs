@@ -35,7 +35,7 @@ fn new_task(workflow: WorkflowKind, postchecks: bool) -> (Task, Vec<Event>) {
 
 fn art(handoff: bool, verdict: Option<Verdict>) -> Artifacts {
     let ev = |name: &str| Evidence {
-        name: name.into(),
+        section: name.into(),
         digest: format!("digest-of-{name}"),
     };
     Artifacts {

@@ -2,4 +2,5 @@
 //! decisions, tree reconcile, phases and retry, memory, progress and prompts.
 //! No I/O, no clock, no processes: time and file contents are passed in.
 
+pub mod artifact;
 pub mod model;

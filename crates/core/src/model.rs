@@ -595,7 +595,12 @@ mod tests {
         for p in Phase::ALL {
             assert_eq!(Phase::ALL[p.index()], *p);
         }
-        assert!("bogus".parse::<Status>().unwrap_err().contains("agent-review"));
+        assert!(
+            "bogus"
+                .parse::<Status>()
+                .unwrap_err()
+                .contains("agent-review")
+        );
     }
 
     #[test]

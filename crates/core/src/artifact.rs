@@ -656,17 +656,15 @@ fn atx_line(body: &str, pos: usize, level: HeadingLevel) -> Option<AtxHeading> {
 /// The `## Name` sections of the body starting at `body_offset` of `text`.
 fn scan_sections(text: &str, body_offset: usize) -> Vec<Section> {
     let body = &text[body_offset..];
-    let headings = atx_headings(body);
+    let mut headings = atx_headings(body).into_iter().peekable();
     let mut sections = Vec::new();
-    for (i, h) in headings.iter().enumerate() {
+    while let Some(h) = headings.next() {
         if h.level != HeadingLevel::H2 {
             continue;
         }
-        let end = headings
-            .get(i + 1)
-            .map_or(body.len(), |next| next.line.start);
+        let end = headings.peek().map_or(body.len(), |next| next.line.start);
         sections.push(Section {
-            name: h.name.clone(),
+            name: h.name,
             heading: body_offset + h.line.start..body_offset + h.line.end,
             content: body_offset + h.next_line..body_offset + end,
         });
@@ -740,6 +738,18 @@ impl fmt::Display for Verdict {
 impl Serialize for Verdict {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Verdict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "pass" => Ok(Verdict::Pass),
+            "fail" => Ok(Verdict::Fail),
+            other => Err(de::Error::custom(format!(
+                "unknown verdict {other:?}; use \"pass\" or \"fail\""
+            ))),
+        }
     }
 }
 
@@ -863,7 +873,7 @@ pub fn parse(text: &str) -> TaskDoc<'_> {
 }
 
 /// A gated section that exists and has content.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Evidence {
     /// The section name as written in the file.
     pub section: String,
@@ -1257,6 +1267,16 @@ mod tests {
         check_verdict("x<!-- -->PASS", Some(Pass));
         // Code counts (the seed's rule reads every line).
         check_verdict("```\nFAIL\n```\nPASS", Some(Fail));
+    }
+
+    #[test]
+    fn verdict_wire_names() {
+        for v in [Verdict::Pass, Verdict::Fail] {
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(json, format!("\"{v}\""));
+            assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), v);
+        }
+        assert!(serde_json::from_str::<Verdict>("\"PASS\"").is_err());
     }
 
     /// An independent reading of the rule for text without comments: split into words.

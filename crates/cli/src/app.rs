@@ -106,9 +106,7 @@ impl App {
     /// One task, or exit 3.
     pub fn get(&self, id: &TaskId) -> Result<Task, CliError> {
         self.store.get(id)?.ok_or_else(|| {
-            CliError::not_found(format!(
-                "no task {id}; list tasks with `warden task list`"
-            ))
+            CliError::not_found(format!("no task {id}; list tasks with `warden task list`"))
         })
     }
 
@@ -166,7 +164,9 @@ impl App {
         }
         Err(CliError::new(
             4,
-            format!("conflict: task {id} kept changing while this request was decided; run the command again"),
+            format!(
+                "conflict: task {id} kept changing while this request was decided; run the command again"
+            ),
         ))
     }
 

@@ -22,7 +22,9 @@ pub enum MemoryCmd {
         id: Option<String>,
     },
     /// Merge a JSON delta: lists are appended, a non-empty next_focus replaces; caps apply.
-    #[command(after_help = "Examples:\n  warden memory merge api delta.json\n  echo '{\"decisions\": [\"use sqlx\"], \"next_focus\": \"tests\"}' | warden memory merge api -")]
+    #[command(
+        after_help = "Examples:\n  warden memory merge api delta.json\n  echo '{\"decisions\": [\"use sqlx\"], \"next_focus\": \"tests\"}' | warden memory merge api -"
+    )]
     Merge {
         /// Task id (default: $WARDEN_TASK_ID). With one argument, it is the FILE.
         #[arg(num_args = 1..=2, value_names = ["ID", "FILE"], required = true)]

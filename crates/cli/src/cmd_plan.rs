@@ -19,7 +19,9 @@ use crate::out;
 #[derive(Subcommand, Debug)]
 pub enum PlanCmd {
     /// Import a plan (JSON, TOML or YAML, by extension); nothing is imported if anything is wrong.
-    #[command(after_help = "Example plan.json:\n  {\"tasks\": [\n    {\"id\": \"api\", \"title\": \"REST API\", \"agent\": \"Build the API\"},\n    {\"id\": \"lint\", \"work\": \"cargo clippy\", \"depends_on\": [\"api\"]}\n  ]}\n\n  warden plan import plan.json")]
+    #[command(
+        after_help = "Example plan.json:\n  {\"tasks\": [\n    {\"id\": \"api\", \"title\": \"REST API\", \"agent\": \"Build the API\"},\n    {\"id\": \"lint\", \"work\": \"cargo clippy\", \"depends_on\": [\"api\"]}\n  ]}\n\n  warden plan import plan.json"
+    )]
     Import {
         /// The plan file (`-` for JSON on stdin).
         file: PathBuf,
@@ -29,7 +31,9 @@ pub enum PlanCmd {
     /// Print the tree with statuses.
     Show,
     /// Reconcile a tree an agent edited (the JSON of `plan export`) for a selected node.
-    #[command(after_help = "Examples:\n  warden plan apply tree.json --selected api --status done --guard pass\n  warden plan apply tree.json --selected api --status decomposed\n  warden plan apply tree.json --selected api --status retry")]
+    #[command(
+        after_help = "Examples:\n  warden plan apply tree.json --selected api --status done --guard pass\n  warden plan apply tree.json --selected api --status decomposed\n  warden plan apply tree.json --selected api --status retry"
+    )]
     Apply(ApplyArgs),
     /// Name the leftmost open leaf whose dependencies are done.
     Next,
@@ -77,7 +81,9 @@ pub fn run(g: &Global, cmd: PlanCmd) -> Result<(), CliError> {
             let tasks = app.tasks()?;
             let next = tree::plan_next(&tasks);
             if app.json {
-                out::json(&serde_json::to_value(&next).map_err(|e| CliError::internal(e.to_string()))?);
+                out::json(
+                    &serde_json::to_value(&next).map_err(|e| CliError::internal(e.to_string()))?,
+                );
             } else {
                 match &next.next {
                     Some(id) => out::line(&format!("next: {id}")),
@@ -108,9 +114,8 @@ fn read_plan(path: &Path) -> Result<PlanFile, CliError> {
         .map_err(|e| CliError::usage(format!("cannot read the plan from stdin: {e}")))?;
         s
     } else {
-        let meta = std::fs::metadata(path).map_err(|e| {
-            CliError::usage(format!("cannot read {shown}: {e}; check the path"))
-        })?;
+        let meta = std::fs::metadata(path)
+            .map_err(|e| CliError::usage(format!("cannot read {shown}: {e}; check the path")))?;
         if meta.len() > files::MAX_FILE_BYTES * 64 {
             return Err(CliError::refused(format!(
                 "refused: {shown} is over 64 MiB; split the plan"
@@ -119,7 +124,9 @@ fn read_plan(path: &Path) -> Result<PlanFile, CliError> {
         let bytes = std::fs::read(path)
             .map_err(|e| CliError::usage(format!("cannot read {shown}: {e}; check the path")))?;
         String::from_utf8(bytes).map_err(|_| {
-            CliError::refused(format!("refused: {shown} is not valid UTF-8; save it as UTF-8"))
+            CliError::refused(format!(
+                "refused: {shown} is not valid UTF-8; save it as UTF-8"
+            ))
         })?
     };
     let ext = path
@@ -280,7 +287,11 @@ fn apply(app: &App, a: ApplyArgs) -> Result<(), CliError> {
             &app.config.limits,
         )
         .map_err(|e| {
-            let code = if matches!(e, tree::ApplyError::MissingGuard) { 2 } else { 1 };
+            let code = if matches!(e, tree::ApplyError::MissingGuard) {
+                2
+            } else {
+                1
+            };
             let msg = e.to_string();
             CliError::new(
                 code,
@@ -318,9 +329,17 @@ fn apply(app: &App, a: ApplyArgs) -> Result<(), CliError> {
             let list = |k: &str| {
                 let v: Vec<String> = summary[k]
                     .as_array()
-                    .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_owned))
+                            .collect()
+                    })
                     .unwrap_or_default();
-                if v.is_empty() { "none".into() } else { v.join(", ") }
+                if v.is_empty() {
+                    "none".into()
+                } else {
+                    v.join(", ")
+                }
             };
             out::line(&format!(
                 "applied {} for {selected}\n  passes set:           {}\n  derived passes set:   {}\n  attempts incremented: {}\n  tamper ignored:       {}",
@@ -354,7 +373,10 @@ fn scan_planning(dir: &Path) -> Result<Vec<ScannedPhase>, CliError> {
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        let numbered = name.split('-').next().is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        let numbered = name
+            .split('-')
+            .next()
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
         if is_dir && numbered {
             phase_dirs.push((name, e.path()));
         }
@@ -363,14 +385,17 @@ fn scan_planning(dir: &Path) -> Result<Vec<ScannedPhase>, CliError> {
     let mut out = Vec::new();
     for (name, path) in phase_dirs {
         let id = TaskId::new(&name.to_lowercase()).map_err(|e| {
-            CliError::refused(format!("refused: phase directory {name:?} cannot be a task id: {e}"))
+            CliError::refused(format!(
+                "refused: phase directory {name:?} cannot be a task id: {e}"
+            ))
         })?;
         let mut plans: Vec<(String, PathBuf)> = std::fs::read_dir(&path)
             .map_err(|e| CliError::internal(format!("cannot read {}: {e}", path.display())))?
             .flatten()
             .filter_map(|e| {
                 let n = e.file_name().to_string_lossy().into_owned();
-                n.strip_suffix("-PLAN.md").map(|stem| (stem.to_owned(), e.path()))
+                n.strip_suffix("-PLAN.md")
+                    .map(|stem| (stem.to_owned(), e.path()))
             })
             .collect();
         plans.sort();
@@ -427,7 +452,9 @@ fn sync(app: &App, dir: Option<PathBuf>) -> Result<(), CliError> {
             .filter(|p| p.done)
             .count();
         if app.json {
-            out::json(&json!({"phases": scanned.len(), "plans": plans, "complete": done, "changed": n}));
+            out::json(
+                &json!({"phases": scanned.len(), "plans": plans, "complete": done, "changed": n}),
+            );
         } else {
             out::line(&format!(
                 "synced {} phase(s), {plans} plan(s) ({done} complete) from {shown}; {n} task(s) changed",
@@ -436,5 +463,8 @@ fn sync(app: &App, dir: Option<PathBuf>) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    Err(CliError::new(4, "conflict: the tasks kept changing during plan sync; run it again"))
+    Err(CliError::new(
+        4,
+        "conflict: the tasks kept changing during plan sync; run it again",
+    ))
 }

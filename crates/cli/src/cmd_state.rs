@@ -136,7 +136,11 @@ pub fn history(g: &Global, a: HistoryArgs) -> Result<(), CliError> {
                 Some((f, t)) => format!("{} {f} → {t}", e.kind.type_name()),
                 None => e.kind.type_name().to_owned(),
             };
-            let reason = e.kind.reason().map(|r| format!("  ({r})")).unwrap_or_default();
+            let reason = e
+                .kind
+                .reason()
+                .map(|r| format!("  ({r})"))
+                .unwrap_or_default();
             s.push_str(&format!(
                 "{:>5}  {}  {:<16} {:<7} {what}{reason}\n",
                 e.seq,
@@ -287,7 +291,9 @@ pub fn check(g: &Global) -> Result<(), CliError> {
         }
         for id in rebuilt.keys() {
             if !stored.iter().any(|t| t.id() == id) {
-                problems.push(format!("task {id} exists in the history but not in the store"));
+                problems.push(format!(
+                    "task {id} exists in the history but not in the store"
+                ));
             }
         }
     }
@@ -297,7 +303,9 @@ pub fn check(g: &Global) -> Result<(), CliError> {
     let stored_mem = app.store.all_memory()?;
     for (id, m) in &stored_mem {
         if replayed.get(id) != Some(m) {
-            problems.push(format!("memory of {id} differs from its merges in the history"));
+            problems.push(format!(
+                "memory of {id} differs from its merges in the history"
+            ));
         }
     }
     for id in replayed.keys() {

@@ -20,10 +20,14 @@ use crate::{out, taskfile};
 #[derive(Subcommand, Debug)]
 pub enum TaskCmd {
     /// Create a task (status pending; TASK.md is created beside it).
-    #[command(after_help = "Examples:\n  warden task create api --title \"REST API\" --agent \"Build the REST API\"\n  warden task create lint --work \"cargo clippy\" --postchecks \"cargo test\"\n  warden task create ui --parent app --depends-on api")]
+    #[command(
+        after_help = "Examples:\n  warden task create api --title \"REST API\" --agent \"Build the REST API\"\n  warden task create lint --work \"cargo clippy\" --postchecks \"cargo test\"\n  warden task create ui --parent app --depends-on api"
+    )]
     Create(CreateArgs),
     /// List tasks (sorted by id).
-    #[command(after_help = "Examples:\n  warden task list\n  warden task list --status stuck\n  warden --json task list")]
+    #[command(
+        after_help = "Examples:\n  warden task list\n  warden task list --status stuck\n  warden --json task list"
+    )]
     List {
         /// Only tasks in this status.
         #[arg(long)]
@@ -36,10 +40,14 @@ pub enum TaskCmd {
         id: Option<String>,
     },
     /// Move a task to a new status, checked against the workflow and its artifact gates.
-    #[command(after_help = "Examples:\n  warden task update api --status working\n  warden task update api --status reviewing   # needs \"## Review\" with PASS\n  warden task update api --status done --request-id merge-42")]
+    #[command(
+        after_help = "Examples:\n  warden task update api --status working\n  warden task update api --status reviewing   # needs \"## Review\" with PASS\n  warden task update api --status done --request-id merge-42"
+    )]
     Update(UpdateArgs),
     /// working → agent-review: needs a non-empty "## Handoff"; runs the postchecks.
-    #[command(after_help = "Example (inside an agent session, the id comes from $WARDEN_TASK_ID):\n  warden task complete")]
+    #[command(
+        after_help = "Example (inside an agent session, the id comes from $WARDEN_TASK_ID):\n  warden task complete"
+    )]
     Complete {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,
@@ -48,7 +56,9 @@ pub enum TaskCmd {
         request_id: Option<String>,
     },
     /// Report that a task's session ended (exit monitoring's single entry point).
-    #[command(after_help = "Examples:\n  warden task exited api --exit-code 0 --session s-17\n  warden task exited      # from an agent harness hook, with $WARDEN_TASK_ID")]
+    #[command(
+        after_help = "Examples:\n  warden task exited api --exit-code 0 --session s-17\n  warden task exited      # from an agent harness hook, with $WARDEN_TASK_ID"
+    )]
     Exited {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,
@@ -60,7 +70,9 @@ pub enum TaskCmd {
         session: Option<String>,
     },
     /// Run a stuck task again, optionally with new work or checks.
-    #[command(after_help = "Examples:\n  warden task retry api\n  warden task retry api --postchecks \"cargo test -p api\"\n  warden task retry api --work \"make fix\" --no-prechecks\n  warden task retry api --clear-worktree")]
+    #[command(
+        after_help = "Examples:\n  warden task retry api\n  warden task retry api --postchecks \"cargo test -p api\"\n  warden task retry api --work \"make fix\" --no-prechecks\n  warden task retry api --clear-worktree"
+    )]
     Retry(RetryArgs),
     /// Cancel a task (terminal).
     Cancel {
@@ -317,7 +329,12 @@ fn list(app: &App, status: Option<String>) -> Result<(), CliError> {
         out::line("no tasks");
         return Ok(());
     }
-    let w = shown.iter().map(|t| t.id().as_str().len()).max().unwrap_or(2).max(2);
+    let w = shown
+        .iter()
+        .map(|t| t.id().as_str().len())
+        .max()
+        .unwrap_or(2)
+        .max(2);
     let mut s = format!(
         "{:w$}  {:13}  {:9}  {:8}  TITLE\n",
         "ID", "STATUS", "GATE", "ATTEMPTS"
@@ -363,7 +380,11 @@ fn show(app: &App, id: &warden_core::model::TaskId) -> Result<(), CliError> {
     s.push_str(&format!(
         "  status     {}{}\n",
         out::status(t.status()),
-        if t.is_dead() { "  ✗ session dead" } else { "" }
+        if t.is_dead() {
+            "  ✗ session dead"
+        } else {
+            ""
+        }
     ));
     if let Some(g) = v["gate"].as_str() {
         s.push_str(&format!("  gate       {g}\n"));
@@ -467,9 +488,11 @@ fn prepare(app: &App, t: &Task, needs: ops::Needs, input: &mut TransitionInput) 
         let g = run_guard(app, t);
         ran = true;
         match &g {
-            GuardOutcome::Pass => input
-                .phases
-                .push((Phase::Postchecks, PhaseStatus::Success, None)),
+            GuardOutcome::Pass => {
+                input
+                    .phases
+                    .push((Phase::Postchecks, PhaseStatus::Success, None))
+            }
             GuardOutcome::Fail(tail) => {
                 input
                     .phases
@@ -597,16 +620,11 @@ fn report_write(app: &App, written: Written) -> Result<(), CliError> {
     Ok(())
 }
 
-fn exited(
-    app: &App,
-    id: &warden_core::model::TaskId,
-    report: ExitReport,
-) -> Result<(), CliError> {
+fn exited(app: &App, id: &warden_core::model::TaskId, report: ExitReport) -> Result<(), CliError> {
     let shown = app.task_file_shown(id);
     let written = app.write_task(id, None, |t, doc: &taskfile::Doc| {
         let ctx = app.ctx(&shown);
-        let decision =
-            warden_core::exit::decide(t, &doc.artifacts, &report, &app.config.limits);
+        let decision = warden_core::exit::decide(t, &doc.artifacts, &report, &app.config.limits);
         let mut input = TransitionInput {
             artifacts: doc.artifacts.clone(),
             ..Default::default()

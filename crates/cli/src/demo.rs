@@ -63,7 +63,10 @@ impl Demo {
     fn step(&self, who: &str, args: &[&str], role: Option<&str>) -> Result<i32, CliError> {
         let (code, text) = self.warden(args, role)?;
         let first = text.lines().next().unwrap_or("");
-        out::line(&format!("  {who:<9} warden {:<40} → [{code}] {first}", args.join(" ")));
+        out::line(&format!(
+            "  {who:<9} warden {:<40} → [{code}] {first}",
+            args.join(" ")
+        ));
         Ok(code)
     }
 
@@ -78,7 +81,10 @@ impl Demo {
             .map_err(|e| CliError::internal(format!("{}: {e}", path.display())))?;
         body.push_str(&format!("\n## {section}\n{text}\n"));
         std::fs::write(&path, body).map_err(|e| CliError::internal(e.to_string()))?;
-        out::line(&format!("  {:<9} writes \"## {section}\" in TASK.md", "agent"));
+        out::line(&format!(
+            "  {:<9} writes \"## {section}\" in TASK.md",
+            "agent"
+        ));
         Ok(())
     }
 }
@@ -110,7 +116,11 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
         "\nDemo finished in {:.1}s. Workspace: {}{}",
         started.elapsed().as_secs_f64(),
         root.display(),
-        if temp { " (temporary; pass --keep DIR to keep one)" } else { "" }
+        if temp {
+            " (temporary; pass --keep DIR to keep one)"
+        } else {
+            ""
+        }
     ));
     if temp {
         let _ = std::fs::remove_dir_all(&root);
@@ -121,47 +131,111 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
 fn script(d: &Demo) -> Result<(), CliError> {
     out::line("Warden demo: a sample plan driven by simulated agents through the real CLI.\n");
     d.step("person", &["init"], None)?;
-    std::fs::write(d.root.join("plan.json"), PLAN).map_err(|e| CliError::internal(e.to_string()))?;
+    std::fs::write(d.root.join("plan.json"), PLAN)
+        .map_err(|e| CliError::internal(e.to_string()))?;
     d.step("person", &["plan", "import", "plan.json"], None)?;
     d.step("person", &["state", "--write"], None)?;
 
     out::line("\n# schema: shell work, decided by its guard (direct workflow)");
-    d.step("runner", &["task", "update", "schema", "--status", "working"], None)?;
-    run_shell(&d.root, "printf 'CREATE TABLE users (id INTEGER PRIMARY KEY);\\n' > schema.sql")?;
-    d.step("runner", &["task", "update", "schema", "--status", "done"], None)?;
+    d.step(
+        "runner",
+        &["task", "update", "schema", "--status", "working"],
+        None,
+    )?;
+    run_shell(
+        &d.root,
+        "printf 'CREATE TABLE users (id INTEGER PRIMARY KEY);\\n' > schema.sql",
+    )?;
+    d.step(
+        "runner",
+        &["task", "update", "schema", "--status", "done"],
+        None,
+    )?;
 
     out::line("\n# api: the worker crashes once, is respawned, then hands off; review PASS");
-    d.step("runner", &["task", "update", "api", "--status", "working"], None)?;
+    d.step(
+        "runner",
+        &["task", "update", "api", "--status", "working"],
+        None,
+    )?;
     d.step("agent", &["task", "complete", "api"], Some("worker"))?;
-    d.step("runner", &["task", "exited", "api", "--exit-code", "137"], None)?;
+    d.step(
+        "runner",
+        &["task", "exited", "api", "--exit-code", "137"],
+        None,
+    )?;
     d.step("person", &["task", "respawn", "api"], None)?;
-    d.write_section("api", "Handoff", "DONE: endpoints /login and /users\nUNCERTAIN: rate limits")?;
+    d.write_section(
+        "api",
+        "Handoff",
+        "DONE: endpoints /login and /users\nUNCERTAIN: rate limits",
+    )?;
     d.step("agent", &["task", "complete", "api"], Some("worker"))?;
-    d.write_section("api", "Review", "Verdict: PASS\nClean handlers, tests included.")?;
-    d.step("agent", &["task", "update", "api", "--status", "reviewing"], Some("reviewer"))?;
-    d.step("person", &["task", "update", "api", "--status", "done"], None)?;
+    d.write_section(
+        "api",
+        "Review",
+        "Verdict: PASS\nClean handlers, tests included.",
+    )?;
+    d.step(
+        "agent",
+        &["task", "update", "api", "--status", "reviewing"],
+        Some("reviewer"),
+    )?;
+    d.step(
+        "person",
+        &["task", "update", "api", "--status", "done"],
+        None,
+    )?;
 
     out::line("\n# ui: review FAIL sends the worker back; the second round passes");
-    d.step("runner", &["task", "update", "ui", "--status", "working"], None)?;
+    d.step(
+        "runner",
+        &["task", "update", "ui", "--status", "working"],
+        None,
+    )?;
     d.write_section("ui", "Handoff", "DONE: login form")?;
     d.step("agent", &["task", "complete", "ui"], Some("worker"))?;
     d.write_section("ui", "Review", "FAIL: no error message on a wrong password")?;
-    d.step("agent", &["task", "update", "ui", "--status", "working"], Some("reviewer"))?;
+    d.step(
+        "agent",
+        &["task", "update", "ui", "--status", "working"],
+        Some("reviewer"),
+    )?;
     d.write_section("ui", "Handoff", "DONE: login form with error messages")?;
     d.step("agent", &["task", "complete", "ui"], Some("worker"))?;
     d.write_section("ui", "Review", "PASS: errors shown, tests cover both paths")?;
-    d.step("runner", &["task", "exited", "ui", "--exit-code", "0"], None)?;
-    d.step("person", &["task", "update", "ui", "--status", "done"], None)?;
+    d.step(
+        "runner",
+        &["task", "exited", "ui", "--exit-code", "0"],
+        None,
+    )?;
+    d.step(
+        "person",
+        &["task", "update", "ui", "--status", "done"],
+        None,
+    )?;
 
     out::line("\n# i18n: an agent claims success without evidence, then fails review twice");
-    d.step("runner", &["task", "update", "i18n", "--status", "working"], None)?;
-    d.step("agent", &["task", "update", "i18n", "--status", "reviewing"], Some("worker"))?;
+    d.step(
+        "runner",
+        &["task", "update", "i18n", "--status", "working"],
+        None,
+    )?;
+    d.step(
+        "agent",
+        &["task", "update", "i18n", "--status", "reviewing"],
+        Some("worker"),
+    )?;
     for round in 1..=2 {
         d.write_section("i18n", "Handoff", &format!("DONE: {round}0 languages"))?;
         d.step("agent", &["task", "complete", "i18n"], Some("worker"))?;
         d.write_section("i18n", "Review", "FAIL: most languages missing")?;
         let to = if round == 1 { "working" } else { "stuck" };
-        d.step("agent", &["task", "update", "i18n", "--status", to], Some("reviewer"))?;
+        d.step(
+            "agent",
+            &["task", "update", "i18n", "--status", to],
+            Some("reviewer"),
+        )?;
     }
 
     out::line("\n# the record");

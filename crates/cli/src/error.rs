@@ -50,8 +50,7 @@ impl CliError {
 
     /// Prints the error to stderr and returns the exit code.
     pub fn report(&self) -> i32 {
-        let prefix = if self.message.starts_with("refused:") || self.message.starts_with("error:")
-        {
+        let prefix = if self.message.starts_with("refused:") || self.message.starts_with("error:") {
             ""
         } else {
             "error: "

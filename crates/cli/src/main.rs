@@ -64,10 +64,14 @@ enum Command {
     #[command(after_help = "Example:\n  warden prompt login")]
     Prompt(cmd_state::PromptArgs),
     /// Print the event history, oldest first.
-    #[command(after_help = "Examples:\n  warden history\n  warden --json history login   # JSON lines")]
+    #[command(
+        after_help = "Examples:\n  warden history\n  warden --json history login   # JSON lines"
+    )]
     History(cmd_state::HistoryArgs),
     /// Print STATE.md (project progress), write it, or verify it.
-    #[command(after_help = "Examples:\n  warden state\n  warden state --write     # and keep it updated after every change\n  warden state verify")]
+    #[command(
+        after_help = "Examples:\n  warden state\n  warden state --write     # and keep it updated after every change\n  warden state verify"
+    )]
     State(cmd_state::StateArgs),
     /// Replay the event log and compare it with the stored tasks; exit 1 on any difference.
     Check,

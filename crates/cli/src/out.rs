@@ -30,11 +30,6 @@ pub fn json(v: &Value) {
     line(&serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
 }
 
-/// Prints one JSON line (for streams).
-pub fn json_line(v: &Value) {
-    line(&serde_json::to_string(v).unwrap_or_else(|_| "null".into()));
-}
-
 /// Is colour wanted on stdout?
 pub fn color() -> bool {
     std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()

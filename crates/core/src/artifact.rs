@@ -882,7 +882,7 @@ pub struct Evidence {
 }
 
 /// What the gates need from a TASK.md (seed 001's `TaskArtifacts`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Artifacts {
     /// `## Handoff`, when present with content.
     pub handoff: Option<Evidence>,

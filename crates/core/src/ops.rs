@@ -518,10 +518,22 @@ pub fn transition(
             output_tail: String::new(),
         });
     }
+    // A failed final review is why a task is stuck: say so when the requester did not.
+    let reason = input.reason.clone().or_else(|| {
+        (Workflow::builtin(task.spec.workflow).gate(task.status(), to)
+            == Some(Gate::ReviewFailAtLimit))
+        .then(|| {
+            format!(
+                "review verdict FAIL in round {} of {}",
+                task.review_round(),
+                ctx.limits.max_review_rounds
+            )
+        })
+    });
     kinds.push(EventKind::StatusChanged {
         from: task.status(),
         to,
-        reason: input.reason.clone(),
+        reason,
         evidence,
     });
     Change::build(Some(task), task.id(), kinds, ctx, Outcome::Applied)

@@ -115,7 +115,8 @@ pub fn planning_sync(
         for (j, plan) in phase.plans.iter().enumerate() {
             match by_id.get(&plan.id) {
                 None => {
-                    let mut spec = TaskSpec::new(plan.id.clone(), WorkflowKind::Review, limits.max_attempts);
+                    let mut spec =
+                        TaskSpec::new(plan.id.clone(), WorkflowKind::Review, limits.max_attempts);
                     spec.title = plan.title.clone();
                     spec.parent = Some(phase.id.clone());
                     spec.order = j as i64;
@@ -124,7 +125,11 @@ pub fn planning_sync(
                         &plan.id,
                         vec![EventKind::TaskCreated {
                             spec,
-                            status: if plan.done { Status::Done } else { Status::Pending },
+                            status: if plan.done {
+                                Status::Done
+                            } else {
+                                Status::Pending
+                            },
                             passes: plan.done,
                             attempts: 0,
                         }],
@@ -141,7 +146,8 @@ pub fn planning_sync(
         }
         match by_id.get(&phase.id) {
             None => {
-                let mut spec = TaskSpec::new(phase.id.clone(), WorkflowKind::Review, limits.max_attempts);
+                let mut spec =
+                    TaskSpec::new(phase.id.clone(), WorkflowKind::Review, limits.max_attempts);
                 spec.title = phase.title.clone();
                 spec.order = i as i64;
                 changes.push(Change::build(

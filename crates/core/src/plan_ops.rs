@@ -188,7 +188,7 @@ fn sync_passes(t: &Task, done: bool, what: &str, ctx: &Ctx<'_>) -> Result<Option
         attempts: t.attempts(),
     }];
     let to = if done { Status::Done } else { Status::Pending };
-    if t.status() != to && !(t.status() == Status::Cancelled) {
+    if t.status() != to && t.status() != Status::Cancelled {
         kinds.push(EventKind::StatusChanged {
             from: t.status(),
             to,

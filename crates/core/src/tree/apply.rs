@@ -294,10 +294,19 @@ pub fn apply_state_updates(
     let mut edited = Vec::new();
     for node in next {
         let claims = (node.passes, node.attempts, node.status);
-        let spec = node.into_spec(limits);
+        let explicit = PersonFields {
+            depends_on: !node.depends_on.is_empty(),
+            work: node.work.is_some() || node.agent.is_some(),
+            prechecks: node.prechecks.is_some(),
+            postchecks: node.postchecks.is_some(),
+            max_attempts: node.max_attempts.is_some(),
+            workflow: node.workflow.is_some(),
+        };
+        let mut spec = node.into_spec(limits);
         let (status, passes, attempts, new) = match prev_by_id.get(&spec.id) {
             Some(&i) => {
                 let t = &prev[i];
+                restore_person_fields(&mut tamper, &mut spec, &t.spec, explicit);
                 if spec != t.spec {
                     edited.push(spec.id.clone());
                 }
@@ -488,6 +497,81 @@ pub fn apply_state_updates(
         tamper_ignored: tamper,
         lifecycle,
     })
+}
+
+/// Which person-owned fields the edited file states explicitly.
+#[derive(Clone, Copy)]
+struct PersonFields {
+    depends_on: bool,
+    work: bool,
+    prechecks: bool,
+    postchecks: bool,
+    max_attempts: bool,
+    workflow: bool,
+}
+
+/// Agents may edit only `title`, `body`, `order` and `parent` of an existing node through
+/// the tree protocol (DESIGN 2, the field table): dependencies, specs, `max_attempts` and
+/// the workflow are a person's. Restore them, noting each value the file stated.
+fn restore_person_fields(
+    out: &mut Vec<TamperNote>,
+    spec: &mut TaskSpec,
+    truth: &TaskSpec,
+    explicit: PersonFields,
+) {
+    let id = spec.id.clone();
+    let mut note = |stated: bool, field: &'static str, agent: String, true_value: String| {
+        if stated && agent != true_value {
+            out.push(TamperNote {
+                id: id.clone(),
+                field,
+                agent_value: agent,
+                true_value,
+            });
+        }
+    };
+    let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
+    let spec_str = |w: &Option<crate::model::WorkSpec>| format!("{w:?}");
+    note(
+        explicit.depends_on,
+        "depends_on",
+        ids(&spec.depends_on),
+        ids(&truth.depends_on),
+    );
+    note(
+        explicit.work,
+        "work",
+        spec_str(&spec.spec.work),
+        spec_str(&truth.spec.work),
+    );
+    note(
+        explicit.prechecks,
+        "prechecks",
+        spec_str(&spec.spec.prechecks),
+        spec_str(&truth.spec.prechecks),
+    );
+    note(
+        explicit.postchecks,
+        "postchecks",
+        spec_str(&spec.spec.postchecks),
+        spec_str(&truth.spec.postchecks),
+    );
+    note(
+        explicit.max_attempts,
+        "max_attempts",
+        spec.max_attempts.to_string(),
+        truth.max_attempts.to_string(),
+    );
+    note(
+        explicit.workflow,
+        "workflow",
+        spec.workflow.to_string(),
+        truth.workflow.to_string(),
+    );
+    spec.depends_on = truth.depends_on.clone();
+    spec.spec = truth.spec.clone();
+    spec.max_attempts = truth.max_attempts;
+    spec.workflow = truth.workflow;
 }
 
 /// Records each agent value of a runner-owned field that differs from the runner's.

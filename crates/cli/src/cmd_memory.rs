@@ -6,7 +6,7 @@ use std::io::Read;
 use clap::Subcommand;
 use serde_json::json;
 use warden_core::event::EventKind;
-use warden_core::memory::{self, Memory, MemoryCaps, MemoryDelta};
+use warden_core::memory::{self, Memory, MemoryDelta};
 use warden_core::ops;
 
 use crate::app::{App, Decision, Global, Written, id_or_env};
@@ -74,14 +74,6 @@ pub fn run(g: &Global, cmd: MemoryCmd) -> Result<(), CliError> {
     }
 }
 
-/// The caps from configuration.
-pub fn caps(app: &App) -> MemoryCaps {
-    MemoryCaps {
-        max_history: app.config.memory.max_history,
-        max_text_len: app.config.memory.max_text_len,
-    }
-}
-
 fn read_delta(file: &str) -> Result<MemoryDelta, CliError> {
     let mut text = String::new();
     let limit = warden_store::files::MAX_FILE_BYTES;
@@ -106,7 +98,7 @@ fn read_delta(file: &str) -> Result<MemoryDelta, CliError> {
 
 fn merge(app: &App, id: &warden_core::model::TaskId, file: &str) -> Result<(), CliError> {
     let delta = read_delta(file)?;
-    let caps = caps(app);
+    let caps = app.memory_caps();
     let shown = app.task_file_shown(id);
     let mut merged = Memory::default();
     let written = app.write_task(id, None, |t, _doc| {

@@ -308,8 +308,8 @@ fn apply(app: &App, a: ApplyArgs) -> Result<(), CliError> {
             ..Default::default()
         }) {
             Ok(()) => {}
-            Err(e) if e.code == 4 => continue,
-            Err(e) => return Err(e),
+            Err(e) if e.exit_code() == 4 => continue,
+            Err(e) => return Err(e.into()),
         }
         let tamper_ids: Vec<&TaskId> = {
             let mut v: Vec<&TaskId> = update.tamper_ignored.iter().map(|t| &t.id).collect();
@@ -442,8 +442,8 @@ fn sync(app: &App, dir: Option<PathBuf>) -> Result<(), CliError> {
             ..Default::default()
         }) {
             Ok(()) => {}
-            Err(e) if e.code == 4 => continue,
-            Err(e) => return Err(e),
+            Err(e) if e.exit_code() == 4 => continue,
+            Err(e) => return Err(e.into()),
         }
         let plans: usize = scanned.iter().map(|p| p.plans.len()).sum();
         let done: usize = scanned

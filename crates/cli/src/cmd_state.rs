@@ -9,7 +9,6 @@ use warden_core::state_md;
 use warden_store::files;
 
 use crate::app::{App, Global, id_or_env};
-use crate::cmd_memory;
 use crate::error::CliError;
 use crate::out;
 
@@ -157,38 +156,12 @@ pub fn history(g: &Global, a: HistoryArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Renders STATE.md from the store.
-pub fn render_state(app: &App) -> Result<String, CliError> {
-    let tasks = app.tasks()?;
-    let events = app.store.events(None)?;
-    let resume = app
-        .ws
-        .continue_md()
-        .exists()
-        .then(|| app.shown(&app.ws.continue_md()));
-    let project = app
-        .ws
-        .root
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "project".into());
-    let input = history::state_input(project, &tasks, &events, resume);
-    Ok(state_md::render(&input))
-}
-
-/// Writes .warden/STATE.md atomically.
-pub fn write_state_md(app: &App) -> Result<(), CliError> {
-    let text = render_state(app)?;
-    files::write_atomic(&app.ws.state_md(), text.as_bytes())?;
-    Ok(())
-}
-
 pub fn state(g: &Global, a: StateArgs) -> Result<(), CliError> {
     let app = App::open(g)?;
     match a.cmd {
         Some(StateCmd::Verify) => verify(&app),
         None => {
-            let text = render_state(&app)?;
+            let text = app.render_state()?;
             if a.write {
                 files::write_atomic(&app.ws.state_md(), text.as_bytes())?;
             }
@@ -219,18 +192,7 @@ fn verify(app: &App) -> Result<(), CliError> {
     };
     let tasks = app.tasks()?;
     let events = app.store.events(None)?;
-    let resume = app
-        .ws
-        .continue_md()
-        .exists()
-        .then(|| app.shown(&app.ws.continue_md()));
-    let project = app
-        .ws
-        .root
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "project".into());
-    let input = history::state_input(project, &tasks, &events, resume);
+    let input = app.state_input(&tasks, &events);
     let diffs = state_md::verify(&text, &input);
     if app.json {
         let v: Vec<_> = diffs
@@ -298,7 +260,7 @@ pub fn check(g: &Global) -> Result<(), CliError> {
         }
     }
     // Memory: fold every merge with the configured caps.
-    let caps = cmd_memory::caps(&app);
+    let caps = app.memory_caps();
     let replayed = history::replay_memory(&events, &caps);
     let stored_mem = app.store.all_memory()?;
     for (id, m) in &stored_mem {

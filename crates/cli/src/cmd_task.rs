@@ -15,7 +15,8 @@ use warden_store::files;
 
 use crate::app::{self, App, Decision, Global, Written, id_or_env};
 use crate::error::CliError;
-use crate::{out, taskfile};
+use crate::out;
+use warden_store::taskfile;
 
 #[derive(Subcommand, Debug)]
 pub enum TaskCmd {

@@ -6,7 +6,7 @@ use warden_core::ops::Refusal;
 use warden_store::config::ConfigError;
 use warden_store::files::FileError;
 use warden_store::workspace::WorkspaceError;
-use warden_store::{OpenError, StoreError};
+use warden_store::{EngineError, OpenError, StoreError};
 
 /// An error a person sees: one line, then optional detail lines (a guard's output tail).
 #[derive(Debug)]
@@ -111,5 +111,11 @@ impl From<FileError> for CliError {
 impl From<IdError> for CliError {
     fn from(e: IdError) -> Self {
         CliError::usage(e.to_string())
+    }
+}
+
+impl From<EngineError> for CliError {
+    fn from(e: EngineError) -> Self {
+        CliError::new(e.exit_code(), e.message())
     }
 }

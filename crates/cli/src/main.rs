@@ -9,7 +9,6 @@ mod cmd_task;
 mod demo;
 mod error;
 mod out;
-mod taskfile;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

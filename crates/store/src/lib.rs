@@ -6,8 +6,10 @@
 //! [`StoreError::Conflict`] and nothing is written.
 
 pub mod config;
+pub mod engine;
 pub mod files;
 pub mod sqlite;
+pub mod taskfile;
 pub mod workspace;
 
 use warden_core::event::Event;
@@ -16,6 +18,7 @@ use warden_core::model::{Task, TaskId};
 use warden_core::ops::Change;
 
 pub use config::Config;
+pub use engine::{Decision, Engine, EngineError, Written};
 pub use workspace::Workspace;
 
 /// One transaction: task changes, memory rows, and an idempotency key.

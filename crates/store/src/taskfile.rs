@@ -5,10 +5,9 @@
 use warden_core::artifact::{self, Artifacts};
 use warden_core::event::EventKind;
 use warden_core::model::Task;
-use warden_store::Workspace;
-use warden_store::files::{self, FileError};
 
-use crate::error::CliError;
+use crate::Workspace;
+use crate::files::{self, FileError};
 
 /// What a write learns from TASK.md.
 #[derive(Debug, Default)]
@@ -21,12 +20,12 @@ pub struct Doc {
 
 /// Reads and parses a task's TASK.md. A missing file has no artifacts (it is recreated
 /// after the next commit); a symlinked, oversized or non-UTF-8 file is refused.
-pub fn read(ws: &Workspace, task: &Task) -> Result<Doc, CliError> {
+pub fn read(ws: &Workspace, task: &Task) -> Result<Doc, FileError> {
     let path = ws.task_file(task.id());
     let text = match files::read_text(&ws.dir, &path) {
         Ok(t) => t,
         Err(FileError::Missing(_)) => return Ok(Doc::default()),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     Ok(doc_of(&text, task))
 }
@@ -51,7 +50,7 @@ pub fn doc_of(text: &str, task: &Task) -> Doc {
 
 /// Creates TASK.md (skeleton) if missing, else restores the frontmatter mirror to the
 /// stored truth, keeping the body byte for byte.
-pub fn sync(ws: &Workspace, task: &Task) -> Result<(), CliError> {
+pub fn sync(ws: &Workspace, task: &Task) -> Result<(), FileError> {
     let dir = ws.task_dir(task.id());
     files::create_dir(&ws.dir, &dir)?;
     let path = ws.task_file(task.id());
@@ -60,7 +59,7 @@ pub fn sync(ws: &Workspace, task: &Task) -> Result<(), CliError> {
             files::write_atomic(&path, artifact::skeleton(task).as_bytes())?;
             Ok(())
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
         Ok(_) => {
             let fm = artifact::mirror(task);
             files::update_text(&ws.dir, &path, |cur| artifact::with_frontmatter(cur, &fm))?;

@@ -1,0 +1,365 @@
+//! The engine: an open workspace (configuration + store) and the one write path every
+//! front end shares — the CLI, the supervisor and the MCP server. A write reads the task
+//! and its TASK.md, lets the caller decide through the core, commits the change fenced by
+//! version (deciding again after a conflict), then mirrors the result into the files.
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+use warden_core::event::Actor;
+use warden_core::memory::{Memory, MemoryCaps};
+use warden_core::model::{Status, Task, TaskId};
+use warden_core::ops::{Change, Ctx, Refusal};
+use warden_core::{history, progress, state_md, tree};
+
+use crate::config::ConfigError;
+use crate::files::{self, FileError};
+use crate::taskfile::{self, Doc};
+use crate::workspace::WorkspaceError;
+use crate::{Batch, Config, OpenError, Store, StoreError, Workspace};
+
+/// How many times a write is decided again after a version conflict before giving up
+/// with exit 4.
+const CONFLICT_RETRIES: usize = 50;
+
+/// Anything that can stop an engine operation, with its documented exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The request was refused by the rules (exit 1 or 5, see [`Refusal::exit_code`]).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// A task does not exist (exit 3).
+    #[error("no task {0}; list tasks with `warden task list`")]
+    NotFound(TaskId),
+    /// Storage failure, conflict or busy store.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A file could not be read or written safely.
+    #[error("{0}")]
+    File(#[from] FileError),
+    /// The store could not be opened.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// No workspace, or `init` refused.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// A bad `warden.toml`.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Anything else, with its exit code and one-line message.
+    #[error("{message}")]
+    Other {
+        /// Exit code.
+        code: i32,
+        /// Message.
+        message: String,
+    },
+}
+
+impl EngineError {
+    /// The documented exit code (DESIGN 4).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            EngineError::Refused(r) => r.exit_code(),
+            EngineError::NotFound(_) => 3,
+            EngineError::Store(e) => e.exit_code(),
+            EngineError::File(e) => e.exit_code(),
+            EngineError::Open(e) => e.exit_code(),
+            EngineError::Workspace(e) => e.exit_code(),
+            EngineError::Config(_) => 2,
+            EngineError::Other { code, .. } => *code,
+        }
+    }
+
+    /// The one-line message, prefixed `refused:` for content refusals.
+    pub fn message(&self) -> String {
+        let m = self.to_string();
+        match self {
+            EngineError::File(e) if e.exit_code() == 1 => format!("refused: {m}"),
+            _ => m,
+        }
+    }
+}
+
+/// An open workspace.
+pub struct Engine {
+    /// Where it is.
+    pub ws: Workspace,
+    /// Its configuration.
+    pub config: Config,
+    /// Its store.
+    pub store: Box<dyn Store>,
+    /// Who this process acts for.
+    pub actor: Actor,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("ws", &self.ws)
+            .field("store", &self.store.backend())
+            .field("actor", &self.actor)
+            .finish()
+    }
+}
+
+/// What a write's `decide` returns.
+#[derive(Debug)]
+pub struct Decision {
+    /// The change.
+    pub change: Change,
+    /// Safe to decide again after a conflict (nothing irreversible was run).
+    pub retryable: bool,
+    /// A memory row written in the same transaction.
+    pub memory: Option<(TaskId, Memory)>,
+}
+
+impl Decision {
+    /// A change decided from stored state alone.
+    pub fn retryable(change: Change) -> Decision {
+        Decision {
+            change,
+            retryable: true,
+            memory: None,
+        }
+    }
+}
+
+/// The result of a write.
+#[derive(Debug)]
+pub enum Written {
+    /// Committed now; the JSON of the task after it.
+    Done(Box<Change>, Value),
+    /// An earlier request with the same id was already applied: its response.
+    Replayed(String),
+}
+
+impl Engine {
+    /// Opens a located workspace.
+    pub fn open(ws: Workspace, actor: Actor) -> Result<Engine, EngineError> {
+        let config = ws.config()?;
+        let store = crate::open(&ws, &config)?;
+        Ok(Engine {
+            ws,
+            config,
+            store,
+            actor,
+        })
+    }
+
+    /// The current time: the one place a front end reads the clock for the core.
+    pub fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+
+    /// The context of a core operation.
+    pub fn ctx<'a>(&self, task_file: &'a str) -> Ctx<'a> {
+        Ctx {
+            now: self.now(),
+            actor: self.actor,
+            limits: self.config.limits,
+            task_file,
+        }
+    }
+
+    /// TASK.md of a task, as shown in messages (relative to the project root).
+    pub fn task_file_shown(&self, id: &TaskId) -> String {
+        self.ws.display(&self.ws.task_file(id))
+    }
+
+    /// One task, or [`EngineError::NotFound`].
+    pub fn get(&self, id: &TaskId) -> Result<Task, EngineError> {
+        self.store
+            .get(id)?
+            .ok_or_else(|| EngineError::NotFound(id.clone()))
+    }
+
+    /// Every task, sorted by id.
+    pub fn tasks(&self) -> Result<Vec<Task>, EngineError> {
+        Ok(self.store.list()?)
+    }
+
+    /// The memory caps from configuration.
+    pub fn memory_caps(&self) -> MemoryCaps {
+        MemoryCaps {
+            max_history: self.config.memory.max_history,
+            max_text_len: self.config.memory.max_text_len,
+        }
+    }
+
+    /// The write path of every single-task operation. `decide` sees the task and its
+    /// TASK.md (artifacts and tamper notes) and returns the change; tamper notes land in
+    /// the same transaction. A conflict re-reads and decides again, unless `decide` ran
+    /// something that must not run twice (then exit 4: safe to retry).
+    pub fn write_task(
+        &self,
+        id: &TaskId,
+        request: Option<&str>,
+        mut decide: impl FnMut(&Task, &Doc) -> Result<Decision, EngineError>,
+    ) -> Result<Written, EngineError> {
+        if let Some(k) = request
+            && let Some(resp) = self.store.request(k)?
+        {
+            return Ok(Written::Replayed(resp));
+        }
+        let shown = self.task_file_shown(id);
+        for _ in 0..CONFLICT_RETRIES {
+            let task = self.get(id)?;
+            let doc = taskfile::read(&self.ws, &task)?;
+            let Decision {
+                change,
+                retryable,
+                memory,
+            } = decide(&task, &doc)?;
+            let change = change.prepend(doc.tamper.clone(), &self.ctx(&shown))?;
+            let response = self.response_for(&change)?;
+            let batch = Batch {
+                changes: vec![change.clone()],
+                memory: memory.into_iter().collect(),
+                request: request.map(|k| (k.to_owned(), response.to_string())),
+            };
+            match self.store.commit(batch) {
+                Ok(_) => {
+                    self.after_commit(std::slice::from_ref(&change));
+                    return Ok(Written::Done(Box::new(change), response));
+                }
+                Err(StoreError::Conflict { .. }) if retryable => continue,
+                Err(StoreError::Duplicate(resp)) => return Ok(Written::Replayed(resp)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(EngineError::Other {
+            code: 4,
+            message: format!(
+                "conflict: task {id} kept changing while this request was decided; run the command again"
+            ),
+        })
+    }
+
+    /// The JSON a write prints (and stores for `--request-id`): the task after it.
+    fn response_for(&self, change: &Change) -> Result<Value, EngineError> {
+        Ok(match &change.after {
+            Some(t) => {
+                let mut all: Vec<Task> = self
+                    .tasks()?
+                    .into_iter()
+                    .filter(|x| x.id() != t.id())
+                    .collect();
+                all.push(t.clone());
+                task_json(t, &all)
+            }
+            None => Value::Null,
+        })
+    }
+
+    /// Commits a batch of changes decided elsewhere (plan import, apply, sync).
+    pub fn commit_batch(&self, batch: Batch) -> Result<(), EngineError> {
+        let changes = batch.changes.clone();
+        self.store.commit(batch)?;
+        self.after_commit(&changes);
+        Ok(())
+    }
+
+    /// Mirrors committed changes into the files: TASK.md frontmatter, and STATE.md when
+    /// it is kept (it exists because `state --write` was used). The store is the truth;
+    /// a file that cannot be written is a warning on stderr, never a failure.
+    pub fn after_commit(&self, changes: &[Change]) {
+        for ch in changes {
+            if let Some(t) = &ch.after
+                && let Err(e) = taskfile::sync(&self.ws, t)
+            {
+                eprintln!("warning: {}: {e}", self.task_file_shown(t.id()));
+            }
+        }
+        if self.ws.state_md().exists()
+            && let Err(e) = self.write_state_md()
+        {
+            eprintln!("warning: STATE.md not updated: {e}");
+        }
+    }
+
+    /// Renders STATE.md from the store.
+    pub fn render_state(&self) -> Result<String, EngineError> {
+        let tasks = self.tasks()?;
+        let events = self.store.events(None)?;
+        Ok(state_md::render(&self.state_input(&tasks, &events)))
+    }
+
+    /// Everything STATE.md is derived from.
+    pub fn state_input<'a>(
+        &self,
+        tasks: &'a [Task],
+        events: &[warden_core::event::Event],
+    ) -> state_md::StateInput<'a> {
+        let resume = self
+            .ws
+            .continue_md()
+            .exists()
+            .then(|| self.ws.display(&self.ws.continue_md()));
+        let project = self
+            .ws
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "project".into());
+        history::state_input(project, tasks, events, resume)
+    }
+
+    /// Writes .warden/STATE.md atomically.
+    pub fn write_state_md(&self) -> Result<(), EngineError> {
+        let text = self.render_state()?;
+        files::write_atomic(&self.ws.state_md(), text.as_bytes())?;
+        Ok(())
+    }
+}
+
+/// Are all of a task's dependencies done?
+pub fn deps_done(t: &Task, all: &[Task]) -> bool {
+    t.spec.depends_on.iter().all(|d| {
+        all.iter()
+            .find(|x| x.id() == d)
+            .is_some_and(|x| x.status() == Status::Done)
+    })
+}
+
+/// The JSON of one task (`task show --json`, MCP `task_get`): DESIGN 4's fields plus the
+/// session and failure details.
+pub fn task_json(t: &Task, all: &[Task]) -> Value {
+    let children: Vec<String> = tree::children(all, t.id())
+        .into_iter()
+        .map(|c| c.to_string())
+        .collect();
+    let phases: serde_json::Map<String, Value> = t
+        .phases()
+        .iter()
+        .map(|(p, s)| (p.to_string(), json!(s.as_str())))
+        .collect();
+    json!({
+        "id": t.id(),
+        "title": t.spec.title,
+        "body": t.spec.body,
+        "parent": t.spec.parent,
+        "order": t.spec.order,
+        "children": children,
+        "depends_on": t.spec.depends_on,
+        "workflow": t.spec.workflow.as_str(),
+        "status": t.status().as_str(),
+        "passes": t.passes(),
+        "attempts": t.attempts(),
+        "max_attempts": t.spec.max_attempts,
+        "crash_count": t.crash_count(),
+        "review_round": t.review_round(),
+        "gate": progress::gate_status(t, deps_done(t, all)).map(|g| g.as_str()),
+        "phases": phases,
+        "resume_from_phase": t.resume_from_phase().map(|p| p.as_str()),
+        "auto_heal": t.auto_heal().iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        "spec": t.spec.spec,
+        "branch": t.branch(),
+        "session": t.live_session(),
+        "dead": t.is_dead(),
+        "respawn_requested": t.respawn_requested(),
+        "last_failure": t.last_failure(),
+        "version": t.version(),
+        "created_at": t.created_at().to_string(),
+        "updated_at": t.updated_at().to_string(),
+    })
+}

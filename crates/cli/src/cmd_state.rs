@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use warden_core::event::Event;
 use warden_core::history;
-use warden_core::prompt::{self, PromptInput};
+use warden_core::prompt;
 use warden_core::state_md;
 use warden_store::files;
 
@@ -56,42 +56,9 @@ pub fn prompt(g: &Global, a: PromptArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The prompt for a task's current status, from `.warden/prompts/<name>.md` when a
-/// person has overridden it, else the built-in template.
+/// The prompt for a task's current status (see [`warden_store::Engine::prompt`]).
 pub fn render_prompt(app: &App, t: &warden_core::model::Task) -> Result<String, CliError> {
-    let Some(kind) = prompt::prompt_kind(t) else {
-        return Err(CliError::refused(format!(
-            "refused: task {} is {}; prompts exist for working, agent-review, clarification and stuck tasks",
-            t.id(),
-            t.status()
-        )));
-    };
-    let override_path = app.ws.prompt_override(kind.as_str());
-    let template = match files::read_text(&app.ws.dir, &override_path) {
-        Ok(text) => text,
-        Err(files::FileError::Missing(_)) => prompt::default_template(kind).to_owned(),
-        Err(e) => return Err(e.into()),
-    };
-    let mem = app.store.memory(t.id())?.unwrap_or_default();
-    let instructions = match &t.spec.spec.work {
-        Some(warden_core::model::WorkSpec::Agent(text)) => text.clone(),
-        _ if t.spec.body.trim().is_empty() => t.spec.title.clone(),
-        _ => format!("{}\n\n{}", t.spec.title, t.spec.body),
-    };
-    let task_file = app.ws.task_file(t.id()).display().to_string();
-    let input = PromptInput {
-        task: t,
-        memory: &mem,
-        task_file: &task_file,
-        max_review_rounds: app.config.limits.max_review_rounds,
-        instructions,
-    };
-    prompt::render(&template, &input).map_err(|e| {
-        CliError::usage(format!(
-            "{}: {e}; fix the template or delete it to use the built-in one",
-            app.shown(&override_path)
-        ))
-    })
+    Ok(app.engine.prompt(t, None)?)
 }
 
 fn event_json(e: &Event) -> serde_json::Value {

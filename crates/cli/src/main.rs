@@ -4,6 +4,7 @@
 mod app;
 mod cmd_memory;
 mod cmd_plan;
+mod cmd_sim;
 mod cmd_state;
 mod cmd_task;
 mod demo;
@@ -76,6 +77,9 @@ enum Command {
     Check,
     /// Run a sample plan end to end in a temporary workspace.
     Demo(demo::DemoArgs),
+    /// A simulated agent for tests and the demo (runs inside a Warden session).
+    #[command(hide = true)]
+    AgentSim(cmd_sim::SimArgs),
 }
 
 #[derive(Args, Debug)]
@@ -109,5 +113,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::State(a) => cmd_state::state(&g, a),
         Command::Check => cmd_state::check(&g),
         Command::Demo(a) => demo::run(&g, a),
+        Command::AgentSim(a) => cmd_sim::run(a),
     }
 }

@@ -9,7 +9,7 @@ use warden_core::event::Actor;
 use warden_core::memory::{Memory, MemoryCaps};
 use warden_core::model::{Status, Task, TaskId};
 use warden_core::ops::{Change, Ctx, Refusal};
-use warden_core::{history, progress, state_md, tree};
+use warden_core::{history, progress, prompt, state_md, tree};
 
 use crate::config::ConfigError;
 use crate::files::{self, FileError};
@@ -302,6 +302,49 @@ impl Engine {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "project".into());
         history::state_input(project, tasks, events, resume)
+    }
+
+    /// The prompt for a task's current status and role: `.warden/prompts/<name>.md` when
+    /// a person has overridden it, else the built-in template. `extra` is appended to the
+    /// instructions (the failure tail of an automatic heal).
+    pub fn prompt(&self, t: &Task, extra: Option<&str>) -> Result<String, EngineError> {
+        let Some(kind) = prompt::prompt_kind(t) else {
+            return Err(EngineError::Other {
+                code: 1,
+                message: format!(
+                    "refused: task {} is {}; prompts exist for working, agent-review, clarification and stuck tasks",
+                    t.id(),
+                    t.status()
+                ),
+            });
+        };
+        let override_path = self.ws.prompt_override(kind.as_str());
+        let template = match files::read_text(&self.ws.dir, &override_path) {
+            Ok(text) => text,
+            Err(FileError::Missing(_)) => prompt::default_template(kind).to_owned(),
+            Err(e) => return Err(e.into()),
+        };
+        let mem = self.store.memory(t.id())?.unwrap_or_default();
+        let mut instructions = prompt::default_instructions(t);
+        if let Some(x) = extra {
+            instructions.push_str("\n\n");
+            instructions.push_str(x);
+        }
+        let task_file = self.ws.task_file(t.id()).display().to_string();
+        let input = prompt::PromptInput {
+            task: t,
+            memory: &mem,
+            task_file: &task_file,
+            max_review_rounds: self.config.limits.max_review_rounds,
+            instructions,
+        };
+        prompt::render(&template, &input).map_err(|e| EngineError::Other {
+            code: 2,
+            message: format!(
+                "{}: {e}; fix the template or delete it to use the built-in one",
+                self.ws.display(&override_path)
+            ),
+        })
     }
 
     /// Writes .warden/STATE.md atomically.

@@ -52,6 +52,35 @@ pub trait Store {
     fn commit(&self, batch: Batch) -> Result<Vec<Event>, StoreError>;
     /// A number that changes whenever any process commits (cheap change detection).
     fn data_version(&self) -> Result<u64, StoreError>;
+    /// Takes (or renews) the lease on a task for `owner` until `now + ttl`. Returns the
+    /// lease epoch, or `None` while another owner holds an unexpired lease. A lease taken
+    /// over from another owner gets a new epoch.
+    fn acquire_lease(
+        &self,
+        task: &TaskId,
+        owner: &str,
+        now: jiff::Timestamp,
+        ttl: std::time::Duration,
+    ) -> Result<Option<Lease>, StoreError>;
+    /// Gives a lease up (only if `owner` holds it).
+    fn release_lease(&self, task: &TaskId, owner: &str) -> Result<(), StoreError>;
+    /// Every lease, sorted by task.
+    fn leases(&self) -> Result<Vec<Lease>, StoreError>;
+}
+
+/// A runner's claim on a task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The task.
+    pub task: TaskId,
+    /// The runner holding it.
+    pub owner: String,
+    /// Incremented whenever the lease changes hands.
+    pub epoch: u64,
+    /// When it lapses unless renewed.
+    pub expires_at: jiff::Timestamp,
+    /// The previous owner, when this acquisition took the lease over from another.
+    pub taken_from: Option<String>,
 }
 
 /// Why a store operation failed.

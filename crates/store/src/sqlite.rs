@@ -11,7 +11,7 @@ use warden_core::event::{Event, EventKind};
 use warden_core::memory::Memory;
 use warden_core::model::{Task, TaskId};
 
-use crate::{Batch, Store, StoreError};
+use crate::{Batch, Lease, Store, StoreError};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` is the number applied.
 const MIGRATIONS: &[&str] = &[
@@ -394,6 +394,101 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    fn acquire_lease(
+        &self,
+        task: &TaskId,
+        owner: &str,
+        now: jiff::Timestamp,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let cur: Option<(String, i64, String)> = tx
+            .query_row(
+                "SELECT owner, epoch, expires_at FROM leases WHERE task = ?1",
+                [task.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let expires_at = now
+            .checked_add(jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX))
+            .unwrap_or(now);
+        let (epoch, taken_from) = match &cur {
+            None => (1, None),
+            Some((o, e, _)) if o == owner => (*e as u64, None),
+            Some((o, e, exp)) => {
+                let exp: jiff::Timestamp =
+                    exp.parse().map_err(|e: jiff::Error| StoreError::Decode {
+                        what: format!("lease of {task}"),
+                        detail: e.to_string(),
+                    })?;
+                if exp > now {
+                    return Ok(None);
+                }
+                (*e as u64 + 1, Some(o.clone()))
+            }
+        };
+        tx.execute(
+            "INSERT INTO leases (task, owner, epoch, expires_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (task) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch,
+               expires_at = excluded.expires_at",
+            params![task.as_str(), owner, epoch as i64, expires_at.to_string()],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(Some(Lease {
+            task: task.clone(),
+            owner: owner.to_owned(),
+            epoch,
+            expires_at,
+            taken_from,
+        }))
+    }
+
+    fn release_lease(&self, task: &TaskId, owner: &str) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "DELETE FROM leases WHERE task = ?1 AND owner = ?2",
+                params![task.as_str(), owner],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT task, owner, epoch, expires_at FROM leases ORDER BY task")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (task, owner, epoch, exp) = row.map_err(|e| self.err(e))?;
+            let bad = |detail: String| StoreError::Decode {
+                what: format!("lease of {task}"),
+                detail,
+            };
+            out.push(Lease {
+                task: TaskId::new(&task).map_err(|e| bad(e.to_string()))?,
+                owner,
+                epoch: epoch as u64,
+                expires_at: exp.parse().map_err(|e: jiff::Error| bad(e.to_string()))?,
+                taken_from: None,
+            });
+        }
+        Ok(out)
+    }
+
     fn data_version(&self) -> Result<u64, StoreError> {
         let v: i64 = self
             .conn
@@ -518,6 +613,30 @@ mod tests {
             e => panic!("{e}"),
         }
         assert!(s.get(&TaskId::new("b").unwrap()).unwrap().is_none());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn leases_expire_and_change_hands() {
+        let (dir, s) = temp_db();
+        let id = TaskId::new("a").unwrap();
+        let t0 = Timestamp::from_second(1_700_000_000).unwrap();
+        let ttl = Duration::from_secs(30);
+        let l = s.acquire_lease(&id, "r1", t0, ttl).unwrap().unwrap();
+        assert_eq!(l.epoch, 1);
+        assert!(
+            s.acquire_lease(&id, "r2", t0, ttl).unwrap().is_none(),
+            "held"
+        );
+        let renewed = s.acquire_lease(&id, "r1", t0, ttl).unwrap().unwrap();
+        assert_eq!(renewed.epoch, 1, "renewal keeps the epoch");
+        let later = Timestamp::from_second(1_700_000_031).unwrap();
+        let taken = s.acquire_lease(&id, "r2", later, ttl).unwrap().unwrap();
+        assert_eq!((taken.epoch, taken.taken_from.as_deref()), (2, Some("r1")));
+        s.release_lease(&id, "r1").unwrap();
+        assert_eq!(s.leases().unwrap().len(), 1, "only the owner releases");
+        s.release_lease(&id, "r2").unwrap();
+        assert!(s.leases().unwrap().is_empty());
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -1,0 +1,166 @@
+//! `warden agent-sim` (hidden): a simulated coding agent for tests and the demo. It
+//! behaves like a real one through the real interfaces only — it reads its environment
+//! (`WARDEN_TASK_ID`, `WARDEN_TASK_FILE`, `WARDEN_ROLE`), edits files in its worktree,
+//! appends `## Handoff` or `## Review` to TASK.md and calls the `warden` binary — or
+//! crashes, hangs, or never writes its artifact, as its scenario says. Nothing in Warden
+//! knows it is simulated.
+//!
+//! The scenario comes from `--scenario`, or from a `sim:NAME` token in the task's
+//! instructions (so one agent command serves a whole plan):
+//!
+//! | scenario      | worker                                   | reviewer            |
+//! |---------------|------------------------------------------|---------------------|
+//! | `good`        | writes a file, `## Handoff`, `task complete` | `PASS`, `--status reviewing` |
+//! | `exit-only`   | writes `## Handoff` and exits (exit monitoring advances) | `PASS`, exits |
+//! | `crash-once`  | first session exits 1 with nothing; then `good` | `PASS` |
+//! | `fail-once`   | `good`                                   | FAIL in round 1, then PASS |
+//! | `fail-always` | `good`                                   | FAIL every round    |
+//! | `no-artifact` | exits 0 without writing anything         | exits 0             |
+//! | `hang`        | sleeps until killed                      | sleeps              |
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Args;
+
+use crate::error::CliError;
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// The scenario (default: the `sim:NAME` token in the task's instructions, else good).
+    #[arg(long)]
+    scenario: Option<String>,
+    /// The prompt file the agent command was given (read like a real agent would).
+    #[arg(long)]
+    prompt: Option<PathBuf>,
+}
+
+fn env(name: &str) -> Result<String, CliError> {
+    std::env::var(name).map_err(|_| {
+        CliError::usage(format!(
+            "agent-sim runs inside a Warden session; {name} is not set"
+        ))
+    })
+}
+
+fn warden(args: &[&str]) -> Result<i32, CliError> {
+    let exe = std::env::current_exe().map_err(|e| CliError::internal(e.to_string()))?;
+    let st = Command::new(exe)
+        .args(args)
+        .status()
+        .map_err(|e| CliError::internal(format!("cannot run warden: {e}")))?;
+    Ok(st.code().unwrap_or(-1))
+}
+
+fn append(path: &Path, text: &str) -> Result<(), CliError> {
+    let mut body = std::fs::read_to_string(path).map_err(|e| {
+        CliError::internal(format!("agent-sim cannot read {}: {e}", path.display()))
+    })?;
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    body.push_str(text);
+    std::fs::write(path, body)
+        .map_err(|e| CliError::internal(format!("agent-sim cannot write {}: {e}", path.display())))
+}
+
+/// Counts this scenario's sessions for the task, in a file beside TASK.md.
+fn bump(task_file: &Path, name: &str) -> u32 {
+    let p = task_file.with_file_name(format!(".sim-{name}"));
+    let n = std::fs::read_to_string(&p)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(0)
+        + 1;
+    let _ = std::fs::write(&p, n.to_string());
+    n
+}
+
+pub fn run(a: SimArgs) -> Result<(), CliError> {
+    let id = env("WARDEN_TASK_ID")?;
+    let task_file = PathBuf::from(env("WARDEN_TASK_FILE")?);
+    let role = env("WARDEN_ROLE")?;
+    let prompt = match &a.prompt {
+        Some(p) => std::fs::read_to_string(p).unwrap_or_default(),
+        None => String::new(),
+    };
+    let body = std::fs::read_to_string(&task_file).unwrap_or_default();
+    let scenario = a
+        .scenario
+        .clone()
+        .or_else(|| find_token(&prompt).or_else(|| find_token(&body)))
+        .unwrap_or_else(|| "good".into());
+    eprintln!("agent-sim: task {id}, role {role}, scenario {scenario}");
+    match (role.as_str(), scenario.as_str()) {
+        (_, "hang") => loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        },
+        (_, "no-artifact") => Ok(()),
+        ("worker", "crash-once") if bump(&task_file, "worker") == 1 => {
+            eprintln!("agent-sim: crashing on purpose");
+            std::process::exit(1);
+        }
+        ("worker", s) => {
+            let n = bump(&task_file, "handoff");
+            // Real work in the worktree (the session's cwd): a file the commit picks up.
+            let _ = std::fs::write(format!("{id}.txt"), format!("work of {id}, session {n}\n"));
+            append(
+                &task_file,
+                &format!("\n## Handoff\nDONE: wrote {id}.txt (session {n})\nUNCERTAIN: nothing\n"),
+            )?;
+            if s == "exit-only" {
+                return Ok(());
+            }
+            let code = warden(&["task", "complete", &id])?;
+            std::process::exit(code);
+        }
+        ("reviewer", s) => {
+            let round = bump(&task_file, "review");
+            let pass = match s {
+                "fail-always" => false,
+                "fail-once" => round > 1,
+                _ => true,
+            };
+            let verdict = if pass { "PASS" } else { "FAIL" };
+            append(
+                &task_file,
+                &format!("\n## Review\nVerdict: {verdict} (round {round})\n"),
+            )?;
+            if s == "exit-only" {
+                return Ok(());
+            }
+            let to = if pass {
+                "reviewing"
+            } else {
+                // Round limit: the reviewer sends the task to stuck on its last round.
+                let t = task_json(&id)?;
+                let rr = t["review_round"].as_u64().unwrap_or(0);
+                if rr >= 2 { "stuck" } else { "working" }
+            };
+            let code = warden(&["task", "update", &id, "--status", to])?;
+            std::process::exit(code);
+        }
+        (r, _) => Err(CliError::usage(format!(
+            "agent-sim: unknown role {r:?}; expected worker or reviewer"
+        ))),
+    }
+}
+
+fn task_json(id: &str) -> Result<serde_json::Value, CliError> {
+    let exe = std::env::current_exe().map_err(|e| CliError::internal(e.to_string()))?;
+    let o = Command::new(exe)
+        .args(["--json", "task", "show", id])
+        .output()
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    serde_json::from_slice(&o.stdout).map_err(|e| CliError::internal(e.to_string()))
+}
+
+fn find_token(text: &str) -> Option<String> {
+    let i = text.find("sim:")?;
+    let rest = &text[i + 4..];
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}

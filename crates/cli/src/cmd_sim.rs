@@ -33,6 +33,9 @@ pub struct SimArgs {
     /// The prompt file the agent command was given (read like a real agent would).
     #[arg(long)]
     prompt: Option<PathBuf>,
+    /// Reviewers exit without writing a verdict (whatever the scenario).
+    #[arg(long)]
+    silent_reviewer: bool,
 }
 
 fn env(name: &str) -> Result<String, CliError> {
@@ -91,6 +94,9 @@ pub fn run(a: SimArgs) -> Result<(), CliError> {
         .or_else(|| find_token(&prompt).or_else(|| find_token(&body)))
         .unwrap_or_else(|| "good".into());
     eprintln!("agent-sim: task {id}, role {role}, scenario {scenario}");
+    if a.silent_reviewer && role == "reviewer" {
+        return Ok(());
+    }
     match (role.as_str(), scenario.as_str()) {
         (_, "hang") => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));

@@ -1,14 +1,12 @@
 //! `warden task …`: create, read and move single tasks. Every change goes through
 //! [`App::write_task`], so each is one transaction with its events.
 
-use std::time::Duration;
-
 use clap::{Args, Subcommand};
 use serde_json::json;
 use warden_core::event::SpecChange;
 use warden_core::exit::{ExitAction, ExitReport};
-use warden_core::model::{Phase, PhaseStatus, Status, Task, TaskSpec, WorkSpec, WorkflowKind};
-use warden_core::ops::{self, GuardOutcome, Initial, Outcome, TransitionInput};
+use warden_core::model::{Phase, Status, Task, TaskSpec, WorkSpec, WorkflowKind};
+use warden_core::ops::{self, Initial, Outcome, TransitionInput};
 use warden_core::retry::RetryRequest;
 use warden_store::Batch;
 use warden_store::files;
@@ -84,9 +82,26 @@ pub enum TaskCmd {
         reason: Option<String>,
     },
     /// Ask for a new session for a task whose session is dead.
+    #[command(
+        after_help = "The running supervisor starts it at once; otherwise the next `warden run` does.\n\nExample:\n  warden task respawn api"
+    )]
     Respawn {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,
+    },
+    /// Ask for a session for a task now (the supervisor starts it); same rules as respawn.
+    Spawn {
+        /// Task id (default: $WARDEN_TASK_ID).
+        id: Option<String>,
+    },
+    /// Show the last lines of a task's live session (tmux pane, else its output log).
+    #[command(after_help = "Example:\n  warden task peek api --lines 40")]
+    Peek {
+        /// Task id (default: $WARDEN_TASK_ID).
+        id: Option<String>,
+        /// How many lines.
+        #[arg(long, default_value_t = 20)]
+        lines: usize,
     },
     /// Print the captured session output of a task.
     Log {
@@ -208,7 +223,8 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<(), CliError> {
         TaskCmd::Cancel { id, reason } => {
             update(&app, &id_or_env(id)?, Status::Cancelled, reason, None)
         }
-        TaskCmd::Respawn { id } => respawn(&app, &id_or_env(id)?),
+        TaskCmd::Respawn { id } | TaskCmd::Spawn { id } => respawn(&app, &id_or_env(id)?),
+        TaskCmd::Peek { id, lines } => peek(&app, &id_or_env(id)?, lines),
         TaskCmd::Log { id } => log(&app, &id_or_env(id)?),
     }
 }
@@ -446,73 +462,9 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-/// The working directory of a task's checks: its worktree when it has one, else the
-/// project root.
-fn task_cwd(app: &App, t: &Task) -> std::path::PathBuf {
-    let wt = app.ws.worktree(t.id());
-    if wt.is_dir() { wt } else { app.ws.root.clone() }
-}
-
-/// Runs the postchecks of a task as the guard.
-fn run_guard(app: &App, t: &Task) -> GuardOutcome {
-    let Some(spec) = &t.spec.spec.postchecks else {
-        return GuardOutcome::Pass;
-    };
-    let env = [
-        ("WARDEN_DIR", app.ws.root.display().to_string()),
-        ("WARDEN_TASK_ID", t.id().to_string()),
-        (
-            "WARDEN_TASK_FILE",
-            app.ws.task_file(t.id()).display().to_string(),
-        ),
-    ];
-    warden_runner::check::run_check(
-        spec,
-        &task_cwd(app, t),
-        &env,
-        Duration::from_secs(app.config.limits.phase_timeout_s),
-    )
-    .outcome
-}
-
-/// Fills in what a transition needs run: the guard, and the git phases (skipped while
-/// the task has no worktree or branch).
+/// Runs what a transition needs (commit, guard, merge-ri); see `warden_runner::pipeline`.
 fn prepare(app: &App, t: &Task, needs: ops::Needs, input: &mut TransitionInput) -> bool {
-    let has_worktree = app.ws.worktree(t.id()).is_dir();
-    if needs.commit && !has_worktree {
-        input
-            .phases
-            .push((Phase::Commit, PhaseStatus::Skipped, None));
-    }
-    let mut ran = false;
-    if needs.guard {
-        let g = run_guard(app, t);
-        ran = true;
-        match &g {
-            GuardOutcome::Pass => {
-                input
-                    .phases
-                    .push((Phase::Postchecks, PhaseStatus::Success, None))
-            }
-            GuardOutcome::Fail(tail) => {
-                input
-                    .phases
-                    .push((Phase::Postchecks, PhaseStatus::Failed, Some(tail.clone())))
-            }
-            GuardOutcome::Error(_) => {}
-        }
-        input.guard = Some(g);
-    } else if needs.commit {
-        input
-            .phases
-            .push((Phase::Postchecks, PhaseStatus::Skipped, None));
-    }
-    if needs.merge_ri && !has_worktree {
-        input
-            .phases
-            .push((Phase::MergeRi, PhaseStatus::Skipped, None));
-    }
-    ran
+    warden_runner::pipeline::prepare_transition(&app.engine, t, needs, input)
 }
 
 fn update(
@@ -773,4 +725,36 @@ fn log(app: &App, id: &warden_core::model::TaskId) -> Result<(), CliError> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+fn peek(app: &App, id: &warden_core::model::TaskId, lines: usize) -> Result<(), CliError> {
+    let t = app.get(id)?;
+    let socket = app.ws.dir.join("tmux.sock");
+    let name = warden_runner::session::tmux_session_name(id.as_str());
+    let from_tmux = if socket.exists() {
+        warden_runner::session::tmux_capture(&socket, &name, lines).ok()
+    } else {
+        None
+    };
+    let text = match from_tmux {
+        Some(t) => t,
+        None => {
+            let log = app.ws.output_log(id);
+            if !log.exists() {
+                return Err(CliError::not_found(format!(
+                    "no output for {id} yet; sessions write it once `warden run` starts them"
+                )));
+            }
+            warden_runner::session::peek_log(&log, lines)
+        }
+    };
+    if app.json {
+        out::json(&json!({"id": id, "session": t.live_session(), "output": text}));
+    } else {
+        out::print(&text);
+        if !text.ends_with('\n') {
+            out::line("");
+        }
+    }
+    Ok(())
 }

@@ -1,10 +1,11 @@
-//! `warden demo`: a sample plan driven end to end in a temporary workspace on the
-//! embedded SQLite store. Simulated agents act exactly as real ones do: they edit TASK.md
-//! and call the `warden` binary itself (`task complete`, `task update`, `task exited`),
-//! so every decision shown is the real engine's.
+//! `warden demo`: a sample plan run end to end by the real supervisor in a temporary git
+//! repository, on the embedded SQLite store. The agents are `warden agent-sim`: they edit
+//! their worktrees and TASK.md and call `warden` as real agents do — one crashes once,
+//! one fails its first review, one never satisfies its reviewer and ends stuck. The demo
+//! plays the person: it approves what reaches `reviewing` and respawns a crashed worker.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use clap::Args;
 
@@ -17,6 +18,9 @@ pub struct DemoArgs {
     /// Keep the workspace in this directory instead of a temporary one.
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
+    /// Session mode for the agents: process or tmux.
+    #[arg(long, default_value = "process")]
+    session: String,
 }
 
 const PLAN: &str = r#"{"tasks": [
@@ -25,12 +29,16 @@ const PLAN: &str = r#"{"tasks": [
    "work": "printf 'CREATE TABLE users (id INTEGER PRIMARY KEY);\n' > schema.sql",
    "postchecks": "grep -q 'CREATE TABLE users' schema.sql"},
   {"id": "api", "title": "REST API", "parent": "01-backend", "order": 2,
-   "agent": "Build the REST API on top of the schema", "depends_on": ["schema"]},
+   "agent": "Build the REST API on top of the schema (sim:good)", "depends_on": ["schema"]},
+  {"id": "auth", "title": "Sessions and login", "parent": "01-backend", "order": 3,
+   "agent": "Add session handling (sim:crash-once)", "depends_on": ["schema"]},
   {"id": "02-frontend", "title": "Frontend", "order": 2},
   {"id": "ui", "title": "Login page", "parent": "02-frontend", "order": 1,
-   "agent": "Build the login page", "depends_on": ["api"]},
+   "agent": "Build the login page (sim:fail-once)", "depends_on": ["api", "auth"]},
   {"id": "i18n", "title": "Translations", "parent": "02-frontend", "order": 2,
-   "agent": "Translate the login page into 40 languages"}
+   "agent": "Translate the login page into 40 languages (sim:fail-always)", "depends_on": ["ui"]},
+  {"id": "docs", "title": "API reference", "parent": "02-frontend", "order": 3,
+   "work": "mkdir -p docs && echo '# API' > docs/api.md", "depends_on": ["api"]}
 ]}"#;
 
 struct Demo {
@@ -39,19 +47,22 @@ struct Demo {
 }
 
 impl Demo {
-    /// Runs `warden ARGS` in the workspace, as an agent (or person) would.
-    fn warden(&self, args: &[&str], role: Option<&str>) -> Result<(i32, String), CliError> {
-        let mut cmd = Command::new(&self.exe);
-        cmd.args(args)
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.args(args)
             .current_dir(&self.root)
             .env("WARDEN_DIR", &self.root)
             .env("NO_COLOR", "1")
-            .env_remove("WARDEN_TASK_ID");
-        match role {
-            Some(r) => cmd.env("WARDEN_ROLE", r),
-            None => cmd.env_remove("WARDEN_ROLE"),
-        };
-        let o = cmd
+            .env_remove("WARDEN_TASK_ID")
+            .env_remove("WARDEN_ROLE")
+            .env_remove("WARDEN_STORE_URL");
+        c
+    }
+
+    /// Runs `warden ARGS` and returns (exit code, stdout+stderr).
+    fn warden(&self, args: &[&str]) -> Result<(i32, String), CliError> {
+        let o = self
+            .cmd(args)
             .output()
             .map_err(|e| CliError::internal(format!("cannot run {}: {e}", self.exe.display())))?;
         let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -59,37 +70,66 @@ impl Demo {
         Ok((o.status.code().unwrap_or(-1), text))
     }
 
-    /// Runs a step and prints what Warden answered.
-    fn step(&self, who: &str, args: &[&str], role: Option<&str>) -> Result<i32, CliError> {
-        let (code, text) = self.warden(args, role)?;
-        let first = text.lines().next().unwrap_or("");
+    /// A person's command, echoed with Warden's first line of answer.
+    fn person(&self, args: &[&str]) -> Result<i32, CliError> {
+        let (code, text) = self.warden(args)?;
         out::line(&format!(
-            "  {who:<9} warden {:<40} → [{code}] {first}",
-            args.join(" ")
+            "  person$ warden {}  → [{code}] {}",
+            args.join(" "),
+            text.lines().next().unwrap_or("")
         ));
         Ok(code)
     }
 
-    fn task_file(&self, id: &str) -> PathBuf {
-        self.root.join(".warden/tasks").join(id).join("TASK.md")
+    /// `warden run --until-idle`, its output streamed as it comes.
+    fn run(&self, session: &str) -> Result<(), CliError> {
+        out::line(&format!(
+            "  person$ warden run --until-idle --session {session}"
+        ));
+        let st = self
+            .cmd(&["run", "--until-idle", "--session", session])
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .status()
+            .map_err(|e| CliError::internal(e.to_string()))?;
+        if !st.success() {
+            return Err(CliError::internal(
+                "the supervisor failed; see its output above",
+            ));
+        }
+        Ok(())
     }
 
-    /// An agent appends a section to its TASK.md.
-    fn write_section(&self, id: &str, section: &str, text: &str) -> Result<(), CliError> {
-        let path = self.task_file(id);
-        let mut body = std::fs::read_to_string(&path)
-            .map_err(|e| CliError::internal(format!("{}: {e}", path.display())))?;
-        body.push_str(&format!("\n## {section}\n{text}\n"));
-        std::fs::write(&path, body).map_err(|e| CliError::internal(e.to_string()))?;
-        out::line(&format!(
-            "  {:<9} writes \"## {section}\" in TASK.md",
-            "agent"
-        ));
-        Ok(())
+    fn tasks(&self) -> Result<serde_json::Value, CliError> {
+        let (_, text) = self.warden(&["--json", "task", "list"])?;
+        serde_json::from_str(&text).map_err(|e| CliError::internal(format!("task list: {e}")))
     }
 }
 
+fn git(root: &Path, args: &[&str]) -> Result<String, CliError> {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .env("GIT_AUTHOR_NAME", "Demo Person")
+        .env("GIT_AUTHOR_EMAIL", "person@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Demo Person")
+        .env("GIT_COMMITTER_EMAIL", "person@example.invalid")
+        .output()
+        .map_err(|e| CliError::internal(format!("the demo needs git: {e}")))?;
+    if !o.status.success() {
+        return Err(CliError::internal(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
 pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
+    if a.session != "process" && a.session != "tmux" {
+        return Err(CliError::usage("--session takes process or tmux"));
+    }
     let started = std::time::Instant::now();
     let exe = std::env::current_exe().map_err(|e| CliError::internal(e.to_string()))?;
     let (root, temp) = match a.keep {
@@ -111,13 +151,13 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
         exe,
         root: root.clone(),
     };
-    let result = script(&d);
+    let result = script(&d, &a.session);
     out::line(&format!(
         "\nDemo finished in {:.1}s. Workspace: {}{}",
         started.elapsed().as_secs_f64(),
         root.display(),
         if temp {
-            " (temporary; pass --keep DIR to keep one)"
+            " (removed; pass --keep DIR to keep it and open `warden --dir DIR task list`)"
         } else {
             ""
         }
@@ -128,137 +168,96 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
     result
 }
 
-fn script(d: &Demo) -> Result<(), CliError> {
-    out::line("Warden demo: a sample plan driven by simulated agents through the real CLI.\n");
-    d.step("person", &["init"], None)?;
-    std::fs::write(d.root.join("plan.json"), PLAN)
+fn script(d: &Demo, session: &str) -> Result<(), CliError> {
+    out::line("Warden demo: a sample plan run by the supervisor with simulated agents.\n");
+    let root = &d.root;
+    git(root, &["init", "-q", "-b", "main"])?;
+    std::fs::write(root.join("README.md"), "# demo app\n")
         .map_err(|e| CliError::internal(e.to_string()))?;
-    d.step("person", &["plan", "import", "plan.json"], None)?;
-    d.step("person", &["state", "--write"], None)?;
+    git(root, &["add", "README.md"])?;
+    git(root, &["commit", "-q", "-m", "initial commit"])?;
+    // The person's own work in progress: Warden must never touch it.
+    std::fs::write(root.join("README.md"), "# demo app\n\nwork in progress\n")
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    std::fs::write(root.join("notes.txt"), "untracked notes\n")
+        .map_err(|e| CliError::internal(e.to_string()))?;
 
-    out::line("\n# schema: shell work, decided by its guard (direct workflow)");
-    d.step(
-        "runner",
-        &["task", "update", "schema", "--status", "working"],
-        None,
-    )?;
-    run_shell(
-        &d.root,
-        "printf 'CREATE TABLE users (id INTEGER PRIMARY KEY);\\n' > schema.sql",
-    )?;
-    d.step(
-        "runner",
-        &["task", "update", "schema", "--status", "done"],
-        None,
-    )?;
+    d.person(&["init"])?;
+    let cfg = root.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg).map_err(|e| CliError::internal(e.to_string()))?;
+    let exe = d
+        .exe
+        .display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
+    let text = text.replace(
+        "command = [\"claude\", \"-p\", \"{prompt}\"]",
+        &format!("command = [\"{exe}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]"),
+    );
+    std::fs::write(&cfg, text).map_err(|e| CliError::internal(e.to_string()))?;
+    out::line(
+        "  (agent.command set to the simulated agent: `warden agent-sim --prompt {prompt_file}`)",
+    );
+    std::fs::write(root.join(".warden/plan.json"), PLAN)
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    d.person(&["plan", "import", ".warden/plan.json"])?;
+    d.person(&["state", "--write"])?;
 
-    out::line("\n# api: the worker crashes once, is respawned, then hands off; review PASS");
-    d.step(
-        "runner",
-        &["task", "update", "api", "--status", "working"],
-        None,
-    )?;
-    d.step("agent", &["task", "complete", "api"], Some("worker"))?;
-    d.step(
-        "runner",
-        &["task", "exited", "api", "--exit-code", "137"],
-        None,
-    )?;
-    d.step("person", &["task", "respawn", "api"], None)?;
-    d.write_section(
-        "api",
-        "Handoff",
-        "DONE: endpoints /login and /users\nUNCERTAIN: rate limits",
-    )?;
-    d.step("agent", &["task", "complete", "api"], Some("worker"))?;
-    d.write_section(
-        "api",
-        "Review",
-        "Verdict: PASS\nClean handlers, tests included.",
-    )?;
-    d.step(
-        "agent",
-        &["task", "update", "api", "--status", "reviewing"],
-        Some("reviewer"),
-    )?;
-    d.step(
-        "person",
-        &["task", "update", "api", "--status", "done"],
-        None,
-    )?;
-
-    out::line("\n# ui: review FAIL sends the worker back; the second round passes");
-    d.step(
-        "runner",
-        &["task", "update", "ui", "--status", "working"],
-        None,
-    )?;
-    d.write_section("ui", "Handoff", "DONE: login form")?;
-    d.step("agent", &["task", "complete", "ui"], Some("worker"))?;
-    d.write_section("ui", "Review", "FAIL: no error message on a wrong password")?;
-    d.step(
-        "agent",
-        &["task", "update", "ui", "--status", "working"],
-        Some("reviewer"),
-    )?;
-    d.write_section("ui", "Handoff", "DONE: login form with error messages")?;
-    d.step("agent", &["task", "complete", "ui"], Some("worker"))?;
-    d.write_section("ui", "Review", "PASS: errors shown, tests cover both paths")?;
-    d.step(
-        "runner",
-        &["task", "exited", "ui", "--exit-code", "0"],
-        None,
-    )?;
-    d.step(
-        "person",
-        &["task", "update", "ui", "--status", "done"],
-        None,
-    )?;
-
-    out::line("\n# i18n: an agent claims success without evidence, then fails review twice");
-    d.step(
-        "runner",
-        &["task", "update", "i18n", "--status", "working"],
-        None,
-    )?;
-    d.step(
-        "agent",
-        &["task", "update", "i18n", "--status", "reviewing"],
-        Some("worker"),
-    )?;
-    for round in 1..=2 {
-        d.write_section("i18n", "Handoff", &format!("DONE: {round}0 languages"))?;
-        d.step("agent", &["task", "complete", "i18n"], Some("worker"))?;
-        d.write_section("i18n", "Review", "FAIL: most languages missing")?;
-        let to = if round == 1 { "working" } else { "stuck" };
-        d.step(
-            "agent",
-            &["task", "update", "i18n", "--status", to],
-            Some("reviewer"),
-        )?;
+    for round in 1..=6 {
+        out::line(&format!("\n# supervisor pass {round}"));
+        d.run(session)?;
+        let tasks = d.tasks()?;
+        let mut acted = false;
+        for t in tasks.as_array().into_iter().flatten() {
+            let id = t["id"].as_str().unwrap_or_default();
+            match t["status"].as_str() {
+                Some("reviewing") => {
+                    out::line(&format!("  (the person reviews {id} and approves it)"));
+                    d.person(&["task", "update", id, "--status", "done"])?;
+                    acted = true;
+                }
+                Some("working") if t["dead"] == true => {
+                    out::line(&format!(
+                        "  ({id}'s worker crashed; the person respawns it)"
+                    ));
+                    d.person(&["task", "respawn", id])?;
+                    acted = true;
+                }
+                _ => {}
+            }
+        }
+        if !acted {
+            break;
+        }
     }
 
     out::line("\n# the record");
-    d.step("person", &["check"], None)?;
-    let (_, next) = d.warden(&["plan", "next"], None)?;
-    out::line(&format!("  plan next: {}", next.trim()));
-    let (_, state) = d.warden(&["state"], None)?;
+    d.person(&["task", "list"])?;
+    let (_, list) = d.warden(&["task", "list"])?;
+    out::print(&list);
+    d.person(&["check"])?;
+    let log = git(root, &["log", "--oneline", "main"])?;
+    out::line("\n  git log --oneline main:");
+    for l in log.lines() {
+        out::line(&format!("    {l}"));
+    }
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap_or_default();
+    let notes = std::fs::read_to_string(root.join("notes.txt")).unwrap_or_default();
+    out::line(&format!(
+        "  the person's uncommitted README.md and untracked notes.txt are {}",
+        if readme.contains("work in progress") && notes == "untracked notes\n" {
+            "intact"
+        } else {
+            "CHANGED (this is a bug)"
+        }
+    ));
+    let (_, state) = d.warden(&["state"])?;
     out::line("\n--- STATE.md ---");
     out::print(&state);
+    out::line(&format!(
+        "\nOpen the dashboard on a kept workspace with: warden --dir {} task list (the terminal dashboard is its own issue)",
+        root.display()
+    ));
     Ok(())
-}
-
-fn run_shell(root: &Path, line: &str) -> Result<(), CliError> {
-    out::line(&format!("  {:<9} sh -c {line:?}", "runner"));
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(line)
-        .current_dir(root)
-        .status()
-        .map_err(|e| CliError::internal(e.to_string()))?;
-    if st.success() {
-        Ok(())
-    } else {
-        Err(CliError::internal(format!("demo step failed: {line}")))
-    }
 }

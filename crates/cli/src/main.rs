@@ -4,6 +4,7 @@
 mod app;
 mod cmd_memory;
 mod cmd_plan;
+mod cmd_run;
 mod cmd_sim;
 mod cmd_state;
 mod cmd_task;
@@ -73,6 +74,8 @@ enum Command {
         after_help = "Examples:\n  warden state\n  warden state --write     # and keep it updated after every change\n  warden state verify"
     )]
     State(cmd_state::StateArgs),
+    /// Run the supervisor: schedule ready tasks, run their phases and agent sessions.
+    Run(cmd_run::RunArgs),
     /// Replay the event log and compare it with the stored tasks; exit 1 on any difference.
     Check,
     /// Run a sample plan end to end in a temporary workspace.
@@ -80,6 +83,12 @@ enum Command {
     /// A simulated agent for tests and the demo (runs inside a Warden session).
     #[command(hide = true)]
     AgentSim(cmd_sim::SimArgs),
+    /// Hosts one process session and reports its end (started by `warden run`).
+    #[command(hide = true)]
+    SessionRun {
+        /// The session description written by the supervisor.
+        spec: PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -111,8 +120,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Prompt(a) => cmd_state::prompt(&g, a),
         Command::History(a) => cmd_state::history(&g, a),
         Command::State(a) => cmd_state::state(&g, a),
+        Command::Run(a) => cmd_run::run(&g, a),
         Command::Check => cmd_state::check(&g),
         Command::Demo(a) => demo::run(&g, a),
         Command::AgentSim(a) => cmd_sim::run(a),
+        Command::SessionRun { spec } => cmd_run::session_run(&spec),
     }
 }

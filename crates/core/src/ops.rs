@@ -647,15 +647,44 @@ pub fn exited(
                 kinds.push(stuck_kind(task.status(), REASON_CRASH_THRESHOLD, true));
             }
         }
-        ExitAction::WorkEnded { success } => kinds.push(EventKind::PhaseChanged {
+        ExitAction::WorkEnded { success: true } => kinds.push(EventKind::PhaseChanged {
             phase: Phase::Work,
-            status: if *success {
-                PhaseStatus::Success
-            } else {
-                PhaseStatus::Failed
-            },
-            detail: report.exit_code.map(|c| format!("exit code {c}")),
+            status: PhaseStatus::Success,
+            detail: None,
         }),
+        ExitAction::WorkEnded { success: false } => {
+            // The work of a direct task failed. Agent work gets its one automatic heal
+            // (the agent is started again); otherwise the attempt is charged here, once,
+            // and the supervisor runs the work again while attempts remain.
+            let why = format!(
+                "the work session ended with {}",
+                report
+                    .exit_code
+                    .map(|c| format!("exit code {c}"))
+                    .unwrap_or_else(|| "an unknown status".into())
+            );
+            if task.work_is_agent() && !task.auto_heal().contains(&Phase::Work) {
+                kinds.push(EventKind::PhaseChanged {
+                    phase: Phase::Work,
+                    status: PhaseStatus::Pending,
+                    detail: Some(why),
+                });
+                kinds.push(EventKind::AutoHealed { phase: Phase::Work });
+            } else {
+                kinds.push(EventKind::PhaseChanged {
+                    phase: Phase::Work,
+                    status: PhaseStatus::Failed,
+                    detail: Some(why.clone()),
+                });
+                kinds.push(EventKind::AttemptFailed {
+                    phase: Phase::Work,
+                    reason: why,
+                });
+                if task.attempts() + 1 >= task.spec.max_attempts {
+                    kinds.push(stuck_kind(task.status(), REASON_MAX_ATTEMPTS, true));
+                }
+            }
+        }
         ExitAction::Advance {
             to, reason, guard, ..
         } => {

@@ -83,7 +83,9 @@ pub enum SessionError {
         id: String,
     },
     /// A path that must be embedded in a tmux hook is not UTF-8.
-    #[error("path {0:?} is not valid UTF-8; move the project to a UTF-8 path or use agent.session = \"process\"")]
+    #[error(
+        "path {0:?} is not valid UTF-8; move the project to a UTF-8 path or use agent.session = \"process\""
+    )]
     NonUtf8Path(PathBuf),
     /// The session log could not be created or written.
     #[error("cannot write the session log {path}: {source}; check that the directory is writable")]
@@ -94,7 +96,9 @@ pub enum SessionError {
         source: std::io::Error,
     },
     /// The agent program could not be started.
-    #[error("cannot start {program:?}: {source}; check agent.command in .warden/warden.toml and PATH")]
+    #[error(
+        "cannot start {program:?}: {source}; check agent.command in .warden/warden.toml and PATH"
+    )]
     Spawn {
         /// The program (argv[0]).
         program: String,
@@ -102,10 +106,14 @@ pub enum SessionError {
         source: std::io::Error,
     },
     /// tmux is not installed.
-    #[error("tmux is not installed or not on PATH; install tmux or set agent.session = \"process\"")]
+    #[error(
+        "tmux is not installed or not on PATH; install tmux or set agent.session = \"process\""
+    )]
     TmuxMissing,
     /// A tmux command failed.
-    #[error("tmux {action} failed: {message}; if the server on {socket} is wedged, run `tmux -S {socket} kill-server`")]
+    #[error(
+        "tmux {action} failed: {message}; if the server on {socket} is wedged, run `tmux -S {socket} kill-server`"
+    )]
     Tmux {
         /// What was being done ("new-session", "list-panes", ...).
         action: &'static str,
@@ -125,7 +133,9 @@ pub enum SessionError {
         socket: String,
     },
     /// The exit report (`warden task exited …`) could not be run or failed.
-    #[error("exit report for task {task_id} session {session_id} failed: {message}; run `warden task exited {task_id} --session {session_id} --exit-code {code}` by hand")]
+    #[error(
+        "exit report for task {task_id} session {session_id} failed: {message}; run `warden task exited {task_id} --session {session_id} --exit-code {code}` by hand"
+    )]
     Report {
         /// The task.
         task_id: String,
@@ -183,7 +193,11 @@ fn session_path(spec: &SessionSpec) -> OsString {
         .map(|(_, v)| OsString::from(v))
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_default();
-    match spec.warden_exe.parent().filter(|d| !d.as_os_str().is_empty()) {
+    match spec
+        .warden_exe
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
         Some(dir) => {
             let mut p = dir.as_os_str().to_owned();
             if !base.is_empty() {
@@ -293,10 +307,7 @@ pub fn peek_log(log_path: &Path, lines: usize) -> String {
     let mut start = len;
     let mut buf: Vec<u8> = Vec::new();
     // One newline more than the lines wanted proves the first kept line is complete.
-    while start > 0
-        && len - start < MAX
-        && buf.iter().filter(|&&b| b == b'\n').count() <= lines
-    {
+    while start > 0 && len - start < MAX && buf.iter().filter(|&&b| b == b'\n').count() <= lines {
         let n = CHUNK.min(start);
         start -= n;
         let mut chunk = vec![0; n as usize];
@@ -776,7 +787,11 @@ const LIST_FORMAT: &str = "#{session_name}\t#{pane_dead}\t#{pane_dead_status}\t#
 
 /// A listed pane and whether [`tmux_sweep`] already reported it.
 fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, SessionError> {
-    let out = match run_tmux(socket, "list-panes", &["list-panes", "-a", "-F", LIST_FORMAT]) {
+    let out = match run_tmux(
+        socket,
+        "list-panes",
+        &["list-panes", "-a", "-F", LIST_FORMAT],
+    ) {
         Ok(out) => out,
         Err(e) if no_server(&e) => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -786,7 +801,18 @@ fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, SessionError> {
         .lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split('\t').collect();
-            let [name, dead, status, signal, timed_out, task, session, swept, pid] = f[..] else {
+            let [
+                name,
+                dead,
+                status,
+                signal,
+                timed_out,
+                task,
+                session,
+                swept,
+                pid,
+            ] = f[..]
+            else {
                 return None;
             };
             let dead = dead == "1";
@@ -826,7 +852,15 @@ pub fn tmux_capture(socket: &Path, name: &str, lines: usize) -> Result<String, S
     let out = run_tmux(
         socket,
         "capture-pane",
-        &["capture-pane", "-p", "-J", "-t", &target(name), "-S", &start],
+        &[
+            "capture-pane",
+            "-p",
+            "-J",
+            "-t",
+            &target(name),
+            "-S",
+            &start,
+        ],
     )?;
     Ok(out.trim_end().to_owned())
 }
@@ -895,7 +929,13 @@ pub fn tmux_sweep(
         run_tmux(
             socket,
             "set-option",
-            &["set-option", "-t", &target(&pane.name), "@warden_swept", "1"],
+            &[
+                "set-option",
+                "-t",
+                &target(&pane.name),
+                "@warden_swept",
+                "1",
+            ],
         )?;
         reported += 1;
     }

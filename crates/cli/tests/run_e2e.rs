@@ -1,0 +1,420 @@
+//! End-to-end tests of the supervisor (`warden run`) with real git, real processes, real
+//! tmux and simulated agents (`warden agent-sim`) that act through the real CLI.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_warden"))
+}
+
+static N: AtomicUsize = AtomicUsize::new(0);
+
+struct Project {
+    root: PathBuf,
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        // Stop a private tmux server if a test started one.
+        let sock = self.root.join(".warden/tmux.sock");
+        if sock.exists() {
+            let _ = Command::new("tmux")
+                .args(["-S"])
+                .arg(&sock)
+                .arg("kill-server")
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .env("GIT_AUTHOR_NAME", "Person")
+        .env("GIT_AUTHOR_EMAIL", "p@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Person")
+        .env("GIT_COMMITTER_EMAIL", "p@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+impl Project {
+    /// A git repository with one commit, the person's own uncommitted and untracked
+    /// files, and a Warden workspace whose agent is the simulated one.
+    fn new(session: &str) -> Project {
+        let root = std::env::temp_dir().join(format!(
+            "warden-e2e-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        git(&root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("README.md"), "# app\n").unwrap();
+        git(&root, &["add", "README.md"]);
+        git(&root, &["commit", "-q", "-m", "initial"]);
+        std::fs::write(
+            root.join("README.md"),
+            "# app\n\nperson's work in progress\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("scratch.txt"), "untracked\n").unwrap();
+        let p = Project { root };
+        p.ok(&["init"]);
+        let cfg = p.root.join(".warden/warden.toml");
+        let text = std::fs::read_to_string(&cfg).unwrap().replace(
+            "command = [\"claude\", \"-p\", \"{prompt}\"]",
+            &format!(
+                "command = [\"{}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]",
+                bin().display()
+            ),
+        );
+        let text = text.replace("session = \"process\"", &format!("session = \"{session}\""));
+        std::fs::write(&cfg, text).unwrap();
+        p
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args).current_dir(&self.root).env("NO_COLOR", "1");
+        for v in [
+            "WARDEN_TASK_ID",
+            "WARDEN_ROLE",
+            "WARDEN_DIR",
+            "WARDEN_STORE_URL",
+        ] {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "warden {args:?} failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = vec!["--json"];
+        a.extend_from_slice(args);
+        serde_json::from_str(&self.ok(&a)).unwrap()
+    }
+
+    fn task(&self, id: &str) -> Value {
+        self.json(&["task", "show", id])
+    }
+
+    fn import(&self, plan: &str) {
+        std::fs::write(self.root.join(".warden/plan.json"), plan).unwrap();
+        self.ok(&["plan", "import", ".warden/plan.json"]);
+    }
+
+    fn until_idle(&self) {
+        let o = self.run(&["run", "--until-idle", "--max-parallel", "4"]);
+        assert!(
+            o.status.success(),
+            "warden run failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    /// Runs the supervisor, approving what reaches `reviewing`, until nothing changes.
+    fn run_to_end(&self) {
+        for _ in 0..10 {
+            self.until_idle();
+            let tasks = self.json(&["task", "list"]);
+            let reviewing: Vec<String> = tasks
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["status"] == "reviewing")
+                .map(|t| t["id"].as_str().unwrap().to_owned())
+                .collect();
+            if reviewing.is_empty() {
+                return;
+            }
+            for id in reviewing {
+                self.ok(&["task", "update", &id, "--status", "done"]);
+            }
+        }
+        panic!("the plan did not settle in 10 passes");
+    }
+
+    fn check(&self) {
+        self.ok(&["check"]);
+    }
+
+    fn person_files_intact(&self) {
+        assert_eq!(
+            std::fs::read_to_string(self.root.join("README.md")).unwrap(),
+            "# app\n\nperson's work in progress\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(self.root.join("scratch.txt")).unwrap(),
+            "untracked\n"
+        );
+    }
+}
+
+const SIX: &str = r#"{"tasks": [
+  {"id": "base", "work": "echo base > base.txt"},
+  {"id": "lib", "agent": "write the library (sim:good)", "depends_on": ["base"]},
+  {"id": "cli", "agent": "write the cli (sim:exit-only)", "depends_on": ["lib"]},
+  {"id": "docs", "work": "echo docs > docs.txt", "depends_on": ["base"],
+   "postchecks": "test -f docs.txt"},
+  {"id": "web", "agent": "write the web ui (sim:fail-once)", "depends_on": ["lib"]},
+  {"id": "ship", "work": "cat base.txt lib.txt cli.txt docs.txt web.txt > ship.txt",
+   "depends_on": ["cli", "docs", "web"]}
+]}"#;
+
+fn plan_runs_to_done(session: &str) {
+    let p = Project::new(session);
+    p.import(SIX);
+    p.run_to_end();
+    for id in ["base", "lib", "cli", "docs", "web", "ship"] {
+        assert_eq!(p.task(id)["status"], "done", "{id}: {}", p.task(id));
+    }
+    // Every task's result is merged into main, in dependency order.
+    let shipped = git(&p.root, &["show", "main:ship.txt"]);
+    for id in ["base", "lib", "cli", "docs", "web"] {
+        assert!(shipped.contains(id), "ship.txt lacks {id}: {shipped}");
+    }
+    p.person_files_intact();
+    assert_eq!(
+        p.task("web")["review_round"],
+        2,
+        "web failed its first review"
+    );
+    p.check();
+}
+
+#[test]
+fn plan_runs_to_done_with_process_sessions() {
+    plan_runs_to_done("process");
+}
+
+#[test]
+fn plan_runs_to_done_with_tmux_sessions() {
+    plan_runs_to_done("tmux");
+}
+
+/// DESIGN 2.2's exit table, one row per task, driven by simulated agents in real sessions.
+#[test]
+fn exit_table_rows_in_real_sessions() {
+    let p = Project::new("process");
+    p.import(
+        r#"{"tasks": [
+      {"id": "handoff-exit", "agent": "x (sim:exit-only)"},
+      {"id": "no-handoff", "agent": "x (sim:no-artifact)"},
+      {"id": "crash-once", "agent": "x (sim:crash-once)"},
+      {"id": "fail-always", "agent": "x (sim:fail-always)"}
+    ]}"#,
+    );
+    p.until_idle();
+    // working + Handoff at exit → agent-review, reviewer spawned, PASS at exit → reviewing.
+    let t = p.task("handoff-exit");
+    assert_eq!(t["status"], "reviewing", "{t}");
+    // working without Handoff → crash 1, stays working, marked dead, waits for a person.
+    let t = p.task("no-handoff");
+    assert_eq!(
+        (
+            t["status"].as_str(),
+            t["crash_count"].as_u64(),
+            t["dead"].as_bool()
+        ),
+        (Some("working"), Some(1), Some(true)),
+        "{t}"
+    );
+    // A second crash reaches the threshold → stuck.
+    p.ok(&["task", "respawn", "no-handoff"]);
+    p.until_idle();
+    let t = p.task("no-handoff");
+    assert_eq!(
+        (t["status"].as_str(), t["crash_count"].as_u64()),
+        (Some("stuck"), Some(2)),
+        "{t}"
+    );
+    // A crash, then a respawn that hands off → review passes.
+    let t = p.task("crash-once");
+    assert_eq!(t["status"], "working", "{t}");
+    p.ok(&["task", "respawn", "crash-once"]);
+    p.until_idle();
+    assert_eq!(p.task("crash-once")["status"], "reviewing");
+    assert_eq!(
+        p.task("crash-once")["crash_count"],
+        0,
+        "reset by the successful transition"
+    );
+    // FAIL in round 1 → working with a new worker; FAIL in round 2 → stuck.
+    let t = p.task("fail-always");
+    assert_eq!(
+        (t["status"].as_str(), t["review_round"].as_u64()),
+        (Some("stuck"), Some(2)),
+        "{t}"
+    );
+    let hist = p.ok(&["--json", "history", "fail-always"]);
+    let spawned = hist
+        .lines()
+        .filter(|l| l.contains("\"agent.spawned\""))
+        .count();
+    assert_eq!(spawned, 4, "worker, reviewer, worker, reviewer:\n{hist}");
+    p.check();
+}
+
+/// A reviewer that exits without a verdict is respawned by the supervisor itself.
+#[test]
+fn reviewer_without_verdict_is_respawned_then_escalates() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "r", "agent": "x (sim:good)"}]}"#);
+    // The worker hands off; every reviewer exits without writing a verdict.
+    let cfg = p.root.join(".warden/warden.toml");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let reviewer_silent = good.replace(
+        "\"agent-sim\", \"--prompt\"",
+        "\"agent-sim\", \"--silent-reviewer\", \"--prompt\"",
+    );
+    std::fs::write(&cfg, reviewer_silent).unwrap();
+    p.until_idle();
+    let t = p.task("r");
+    assert_eq!(
+        (t["status"].as_str(), t["crash_count"].as_u64()),
+        (Some("stuck"), Some(2)),
+        "{t}"
+    );
+    let hist = p.ok(&["--json", "history", "r"]);
+    let reviewers = hist
+        .lines()
+        .filter(|l| l.contains("\"agent.spawned\"") && l.contains("reviewer"))
+        .count();
+    assert_eq!(
+        reviewers, 2,
+        "the reviewer is respawned once below the threshold:\n{hist}"
+    );
+}
+
+fn count_lines(p: &Path) -> usize {
+    std::fs::read_to_string(p)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// Seed 004's retry on real phases: succeeded phases are kept and not run again.
+#[test]
+fn retry_resumes_from_the_failed_phase_only() {
+    let p = Project::new("process");
+    p.import(
+        r#"{"tasks": [{"id": "t", "max_attempts": 2,
+        "prechecks": "echo pre >> \"$WARDEN_DIR/pre.count\"",
+        "work": "echo work >> \"$WARDEN_DIR/work.count\"; echo out > out.txt",
+        "postchecks": "test -f missing.txt"}]}"#,
+    );
+    p.until_idle();
+    let t = p.task("t");
+    assert_eq!(t["status"], "stuck", "{t}");
+    assert_eq!(t["phases"]["postchecks"], "failed");
+    assert_eq!(count_lines(&p.root.join("pre.count")), 1);
+    assert_eq!(count_lines(&p.root.join("work.count")), 1);
+    let out = p.ok(&["task", "retry", "t", "--postchecks", "test -f out.txt"]);
+    assert!(
+        out.contains("kept:       merge-fi, prechecks, work"),
+        "{out}"
+    );
+    p.until_idle();
+    assert_eq!(p.task("t")["status"], "done", "{}", p.task("t"));
+    assert_eq!(
+        count_lines(&p.root.join("pre.count")),
+        1,
+        "prechecks not run again"
+    );
+    assert_eq!(
+        count_lines(&p.root.join("work.count")),
+        1,
+        "work not run again"
+    );
+    assert_eq!(git(&p.root, &["show", "main:out.txt"]), "out\n");
+    // New work re-runs work but not prechecks.
+    p.check();
+}
+
+/// kill -9 of the supervisor mid-plan; a restart finishes everything, each work runs once.
+#[test]
+fn kill_9_mid_plan_then_restart() {
+    let p = Project::new("process");
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        tasks.push(format!(
+            r#"{{"id": "w{i}", "work": "sleep 0.4; echo w{i} >> \"$WARDEN_DIR/ran.log\""}}"#
+        ));
+    }
+    p.import(&format!(r#"{{"tasks": [{}]}}"#, tasks.join(",")));
+    let mut child = p.cmd(&["run", "--max-parallel", "3"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        p.until_idle();
+        let all = p.json(&["task", "list"]);
+        if all
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "done")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not finished: {all}");
+    }
+    let ran = std::fs::read_to_string(p.root.join("ran.log")).unwrap();
+    for i in 0..8 {
+        let n = ran.lines().filter(|l| *l == format!("w{i}")).count();
+        assert_eq!(n, 1, "w{i} ran {n} times:\n{ran}");
+    }
+    p.check();
+}
+
+/// Outside a git repository the git phases are skipped and work runs in the project.
+#[test]
+fn outside_git_phases_are_skipped() {
+    let root = std::env::temp_dir().join(format!(
+        "warden-e2e-nogit-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&root).unwrap();
+    let p = Project { root };
+    p.ok(&["init"]);
+    p.import(
+        r#"{"tasks": [{"id": "a", "work": "echo hi > hi.txt", "postchecks": "test -f hi.txt"}]}"#,
+    );
+    p.until_idle();
+    let t = p.task("a");
+    assert_eq!(t["status"], "done", "{t}");
+    assert_eq!(t["phases"]["merge-fi"], "skipped");
+    assert_eq!(t["phases"]["commit"], "skipped");
+    assert_eq!(t["phases"]["merge-ri"], "skipped");
+    assert!(p.root.join("hi.txt").exists());
+}

@@ -1,0 +1,267 @@
+//! The phases Warden runs itself (DESIGN 2.4): merge-fi, prechecks, shell or process
+//! work, commit, postchecks (the guard) and merge-ri. Each returns a phase status and a
+//! detail; the core decides what the result means.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use warden_core::model::{Phase, PhaseStatus, Status, Task, WorkSpec};
+use warden_core::ops::{GuardOutcome, Needs, TransitionInput};
+use warden_store::Engine;
+
+use crate::check::{self, TAIL_CHARS};
+use crate::git::{self, MergeOutcome, Repo};
+
+/// The result of one phase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseResult {
+    /// The phase.
+    pub phase: Phase,
+    /// success, failed or skipped.
+    pub status: PhaseStatus,
+    /// Why it failed or was skipped (conflicting paths, the check's output tail).
+    pub detail: Option<String>,
+}
+
+impl PhaseResult {
+    fn new(phase: Phase, status: PhaseStatus, detail: Option<String>) -> PhaseResult {
+        PhaseResult {
+            phase,
+            status,
+            detail,
+        }
+    }
+}
+
+/// The directory a task's commands run in: its worktree when it has one, else the
+/// project root (outside git, or before the supervisor created the worktree).
+pub fn task_cwd(eng: &Engine, t: &Task) -> PathBuf {
+    let wt = eng.ws.worktree(t.id());
+    if wt.is_dir() { wt } else { eng.ws.root.clone() }
+}
+
+/// The environment of every command Warden runs for a task.
+pub fn task_env(eng: &Engine, t: &Task) -> Vec<(&'static str, String)> {
+    vec![
+        ("WARDEN_DIR", eng.ws.root.display().to_string()),
+        ("WARDEN_TASK_ID", t.id().to_string()),
+        (
+            "WARDEN_TASK_FILE",
+            eng.ws.task_file(t.id()).display().to_string(),
+        ),
+    ]
+}
+
+fn timeout(eng: &Engine) -> Duration {
+    Duration::from_secs(eng.config.limits.phase_timeout_s)
+}
+
+/// Runs a check spec (prechecks or postchecks) for a task.
+pub fn run_spec(eng: &Engine, t: &Task, spec: &WorkSpec) -> check::CheckRun {
+    check::run_check(spec, &task_cwd(eng, t), &task_env(eng, t), timeout(eng))
+}
+
+/// The postchecks as the guard: pass when the task has none.
+pub fn run_guard(eng: &Engine, t: &Task) -> GuardOutcome {
+    match &t.spec.spec.postchecks {
+        Some(spec) => run_spec(eng, t, spec).outcome,
+        None => GuardOutcome::Pass,
+    }
+}
+
+fn has_worktree(eng: &Engine, t: &Task) -> bool {
+    eng.ws.worktree(t.id()).join(".git").exists()
+}
+
+/// The `commit` phase: commits the task's worktree if anything changed.
+pub fn commit(eng: &Engine, t: &Task) -> PhaseResult {
+    if !has_worktree(eng, t) {
+        return PhaseResult::new(
+            Phase::Commit,
+            PhaseStatus::Skipped,
+            Some("no worktree".into()),
+        );
+    }
+    let msg = format!("warden: {} — {}", t.id(), t.spec.title);
+    match git::commit_all(&eng.ws.worktree(t.id()), &msg) {
+        Ok(Some(_)) => PhaseResult::new(Phase::Commit, PhaseStatus::Success, None),
+        Ok(None) => PhaseResult::new(
+            Phase::Commit,
+            PhaseStatus::Skipped,
+            Some("nothing to commit".into()),
+        ),
+        Err(e) => PhaseResult::new(Phase::Commit, PhaseStatus::Failed, Some(e.to_string())),
+    }
+}
+
+/// The base branch tasks start from and merge back into: the branch checked out in the
+/// person's checkout.
+pub fn base_branch(repo: &Repo) -> Option<String> {
+    repo.current_branch().ok().flatten()
+}
+
+/// The `merge-ri` phase: the task branch into the base branch, never touching the
+/// person's working tree (see `git::merge_into_base`).
+pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
+    let skipped =
+        |why: &str| PhaseResult::new(Phase::MergeRi, PhaseStatus::Skipped, Some(why.to_owned()));
+    if !has_worktree(eng, t) {
+        return skipped("the task never had a branch");
+    }
+    let repo = match Repo::discover(&eng.ws.root) {
+        Ok(Some(r)) => r,
+        _ => return skipped("not in a git repository"),
+    };
+    let Some(base) = base_branch(&repo) else {
+        return PhaseResult::new(
+            Phase::MergeRi,
+            PhaseStatus::Failed,
+            Some("the project checkout is on a detached HEAD; check out the base branch".into()),
+        );
+    };
+    match git::merge_into_base(&repo, &eng.ws.worktree(t.id()), &t.branch(), &base) {
+        Ok(MergeOutcome::Merged | MergeOutcome::UpToDate) => {
+            PhaseResult::new(Phase::MergeRi, PhaseStatus::Success, None)
+        }
+        Ok(MergeOutcome::Conflict(paths)) => PhaseResult::new(
+            Phase::MergeRi,
+            PhaseStatus::Failed,
+            Some(format!(
+                "merging {} into {base} conflicts in: {}",
+                t.branch(),
+                paths.join(", ")
+            )),
+        ),
+        Err(e) => PhaseResult::new(Phase::MergeRi, PhaseStatus::Failed, Some(e.to_string())),
+    }
+}
+
+/// The `merge-fi` phase: the branches of done dependencies into the task's worktree.
+pub fn merge_fi(eng: &Engine, t: &Task, all: &[Task]) -> PhaseResult {
+    if !has_worktree(eng, t) || t.spec.depends_on.is_empty() {
+        return PhaseResult::new(Phase::MergeFi, PhaseStatus::Skipped, None);
+    }
+    let branches: Vec<String> = t
+        .spec
+        .depends_on
+        .iter()
+        .filter_map(|d| all.iter().find(|x| x.id() == d))
+        .filter(|d| d.status() == Status::Done && has_worktree(eng, d))
+        .map(|d| d.branch())
+        .collect();
+    if branches.is_empty() {
+        return PhaseResult::new(Phase::MergeFi, PhaseStatus::Skipped, None);
+    }
+    match git::merge_branches(&eng.ws.worktree(t.id()), &branches) {
+        Ok(MergeOutcome::Merged | MergeOutcome::UpToDate) => {
+            PhaseResult::new(Phase::MergeFi, PhaseStatus::Success, None)
+        }
+        Ok(MergeOutcome::Conflict(paths)) => PhaseResult::new(
+            Phase::MergeFi,
+            PhaseStatus::Failed,
+            Some(format!(
+                "dependency branches conflict in: {}",
+                paths.join(", ")
+            )),
+        ),
+        Err(e) => PhaseResult::new(Phase::MergeFi, PhaseStatus::Failed, Some(e.to_string())),
+    }
+}
+
+/// The `prechecks` phase.
+pub fn prechecks(eng: &Engine, t: &Task) -> PhaseResult {
+    match &t.spec.spec.prechecks {
+        None => PhaseResult::new(Phase::Prechecks, PhaseStatus::Skipped, None),
+        Some(spec) => outcome_result(Phase::Prechecks, run_spec(eng, t, spec)),
+    }
+}
+
+/// The `work` phase of a shell or process task, its output appended to output.log.
+pub fn shell_work(eng: &Engine, t: &Task) -> PhaseResult {
+    let Some(spec) = &t.spec.spec.work else {
+        return PhaseResult::new(Phase::Work, PhaseStatus::Skipped, None);
+    };
+    let run = run_spec(eng, t, spec);
+    let log = eng.ws.output_log(t.id());
+    if let Some(dir) = log.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+    {
+        use std::io::Write;
+        let _ = writeln!(f, "--- work of {} ---", t.id());
+        let _ = f.write_all(run.output.as_bytes());
+    }
+    outcome_result(Phase::Work, run)
+}
+
+fn outcome_result(phase: Phase, run: check::CheckRun) -> PhaseResult {
+    match run.outcome {
+        GuardOutcome::Pass => PhaseResult::new(phase, PhaseStatus::Success, None),
+        GuardOutcome::Fail(tail) => PhaseResult::new(phase, PhaseStatus::Failed, Some(tail)),
+        GuardOutcome::Error(e) => PhaseResult::new(
+            phase,
+            PhaseStatus::Failed,
+            Some(check::tail(&e, TAIL_CHARS)),
+        ),
+    }
+}
+
+/// Runs what a transition needs (commit, the guard, merge-ri) and fills `input` with the
+/// results, for the CLI's `task complete`/`update` and the supervisor alike. Returns
+/// whether anything was run that must not run twice (the caller then does not retry
+/// after a conflict).
+pub fn prepare_transition(
+    eng: &Engine,
+    t: &Task,
+    needs: Needs,
+    input: &mut TransitionInput,
+) -> bool {
+    let mut ran = false;
+    if needs.commit {
+        let c = commit(eng, t);
+        ran |= c.status == PhaseStatus::Success;
+        input.phases.push((c.phase, c.status, c.detail));
+        if t.status() == Status::Working && t.phases().get(Phase::Work) != PhaseStatus::Success {
+            input
+                .phases
+                .insert(0, (Phase::Work, PhaseStatus::Success, None));
+        }
+    }
+    if needs.guard {
+        let g = run_guard(eng, t);
+        ran = true;
+        match &g {
+            GuardOutcome::Pass => {
+                input
+                    .phases
+                    .push((Phase::Postchecks, PhaseStatus::Success, None))
+            }
+            GuardOutcome::Fail(tail) => {
+                input
+                    .phases
+                    .push((Phase::Postchecks, PhaseStatus::Failed, Some(tail.clone())))
+            }
+            GuardOutcome::Error(_) => {}
+        }
+        input.guard = Some(g);
+    } else if needs.commit {
+        input
+            .phases
+            .push((Phase::Postchecks, PhaseStatus::Skipped, None));
+    }
+    if needs.merge_ri
+        && !matches!(
+            input.guard,
+            Some(GuardOutcome::Fail(_)) | Some(GuardOutcome::Error(_))
+        )
+    {
+        let m = merge_ri(eng, t);
+        ran |= m.status == PhaseStatus::Success;
+        input.phases.push((m.phase, m.status, m.detail));
+    }
+    ran
+}

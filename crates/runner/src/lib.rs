@@ -4,3 +4,4 @@
 //! Only this crate spawns processes; the core decides, the store records.
 
 pub mod check;
+pub mod git;

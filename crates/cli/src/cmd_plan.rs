@@ -41,7 +41,8 @@ pub enum PlanCmd {
     #[command(after_help = "Examples:\n  warden plan sync\n  warden plan sync path/to/.planning")]
     Sync {
         /// The .planning directory (default: .planning at the project root).
-        dir: Option<PathBuf>,
+        #[arg(id = "planning_dir", value_name = "DIR")]
+        planning_dir: Option<PathBuf>,
     },
 }
 
@@ -98,7 +99,7 @@ pub fn run(g: &Global, cmd: PlanCmd) -> Result<(), CliError> {
             }
             Ok(())
         }
-        PlanCmd::Sync { dir } => sync(&app, dir),
+        PlanCmd::Sync { planning_dir } => sync(&app, planning_dir),
     }
 }
 

@@ -497,37 +497,35 @@ fn update(
 fn report_write(app: &App, written: Written) -> Result<(), CliError> {
     let (change, response) = match written {
         Written::Replayed(resp) => {
+            // The same request again: the same answer, including a failed guard's.
+            let v: serde_json::Value = serde_json::from_str(&resp).unwrap_or_default();
             if app.json {
                 out::line(&resp);
-            } else {
+            } else if v["error"].is_null() {
                 out::line("already applied (same --request-id); nothing changed");
+            }
+            if let Some(msg) = v["error"]["message"].as_str() {
+                let mut e = CliError::new(v["error"]["code"].as_i64().unwrap_or(1) as i32, msg);
+                if let Some(d) = v["error"]["detail"].as_str() {
+                    e = e.with_detail(d);
+                }
+                return Err(e);
             }
             return Ok(());
         }
         Written::Done(c, r) => (c, r),
     };
     let after = change.after.as_ref();
-    if let Outcome::GuardFailed { tail, stuck } = &change.outcome {
-        let t = after.expect("a guard failure keeps the task");
-        let msg = if *stuck {
-            format!(
-                "refused: the postchecks of {} failed and its {} attempts are used up; the task is now stuck (a person can `warden task retry {}`)",
-                t.id(),
-                t.spec.max_attempts,
-                t.id()
-            )
-        } else {
-            format!(
-                "refused: the postchecks of {} failed (attempt {} of {}); fix the problem and run `warden task complete` again",
-                t.id(),
-                t.attempts(),
-                t.spec.max_attempts
-            )
-        };
+    if let Some(err) = response.get("error").filter(|e| !e.is_null()) {
         if app.json {
             out::json(&response);
         }
-        return Err(CliError::refused(msg).with_detail(tail.clone()));
+        let msg = err["message"].as_str().unwrap_or("refused");
+        let mut e = CliError::new(err["code"].as_i64().unwrap_or(1) as i32, msg);
+        if let Some(d) = err["detail"].as_str() {
+            e = e.with_detail(d);
+        }
+        return Err(e);
     }
     if app.json {
         out::json(&response);

@@ -68,6 +68,10 @@ pub const REVIEW_GATES: &[(Status, Status, Gate)] = &[
         Gate::ReviewFailBelowLimit,
     ),
     (Status::AgentReview, Status::Stuck, Gate::ReviewFailAtLimit),
+    // Not in seed 001's table: a stuck task resumed by an agent goes to review only on
+    // the same evidence as a working one — a Handoff and a passing guard — so a guard
+    // that failed `max_attempts` times cannot be skipped by a status change.
+    (Status::Stuck, Status::AgentReview, Gate::HandoffThenGuard),
 ];
 
 /// The `direct` transition map (seed 000: the guard decides).
@@ -362,7 +366,7 @@ mod tests {
         check(Pending, Working, None);
         check(Reviewing, Done, None);
         check(Working, Stuck, None);
-        check(Stuck, AgentReview, None);
+        check(Stuck, AgentReview, Some(Gate::HandoffThenGuard));
     }
 
     #[test]

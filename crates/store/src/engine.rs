@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use warden_core::event::Actor;
 use warden_core::memory::{Memory, MemoryCaps};
 use warden_core::model::{Status, Task, TaskId};
-use warden_core::ops::{Change, Ctx, Refusal};
+use warden_core::ops::{Change, Ctx, Outcome, Refusal};
 use warden_core::{history, progress, prompt, state_md, tree};
 
 use crate::config::ConfigError;
@@ -202,6 +202,10 @@ impl Engine {
             return Ok(Written::Replayed(resp));
         }
         let shown = self.task_file_shown(id);
+        // One writer of a task at a time from read to mirror: otherwise a second writer
+        // could read TASK.md between the first one's commit and its frontmatter rewrite,
+        // and take the stale mirror for an agent's tampering.
+        let _lock = self.lock_task(id)?;
         for _ in 0..CONFLICT_RETRIES {
             let task = self.get(id)?;
             let doc = taskfile::read(&self.ws, &task)?;
@@ -235,20 +239,61 @@ impl Engine {
         })
     }
 
-    /// The JSON a write prints (and stores for `--request-id`): the task after it.
+    /// Takes the task's write lock (`.warden/tasks/<id>/.lock`), released on drop.
+    fn lock_task(&self, id: &TaskId) -> Result<std::fs::File, EngineError> {
+        let dir = self.ws.task_dir(id);
+        files::create_dir(&self.ws.dir, &dir)?;
+        let path = dir.join(".lock");
+        files::check_no_links(&self.ws.dir, &path)?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| FileError::Io {
+                path: path.display().to_string(),
+                source: e,
+            })?;
+        f.lock().map_err(|e| FileError::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        Ok(f)
+    }
+
+    /// The JSON a write prints (and stores for `--request-id`): the task after it, and
+    /// under `error` the failure a stored outcome means (a failed guard), so a repeated
+    /// request gets the same answer.
     fn response_for(&self, change: &Change) -> Result<Value, EngineError> {
-        Ok(match &change.after {
-            Some(t) => {
-                let mut all: Vec<Task> = self
-                    .tasks()?
-                    .into_iter()
-                    .filter(|x| x.id() != t.id())
-                    .collect();
-                all.push(t.clone());
-                task_json(t, &all)
-            }
-            None => Value::Null,
-        })
+        let Some(t) = &change.after else {
+            return Ok(Value::Null);
+        };
+        let mut all: Vec<Task> = self
+            .tasks()?
+            .into_iter()
+            .filter(|x| x.id() != t.id())
+            .collect();
+        all.push(t.clone());
+        let mut v = task_json(t, &all);
+        if let Outcome::GuardFailed { tail, stuck } = &change.outcome {
+            let message = if *stuck {
+                format!(
+                    "refused: the postchecks of {} failed and its {} attempts are used up; the task is now stuck (a person can `warden task retry {}`)",
+                    t.id(),
+                    t.spec.max_attempts,
+                    t.id()
+                )
+            } else {
+                format!(
+                    "refused: the postchecks of {} failed (attempt {} of {}); fix the problem and run `warden task complete` again",
+                    t.id(),
+                    t.attempts(),
+                    t.spec.max_attempts
+                )
+            };
+            v["error"] = json!({"code": 1, "message": message, "detail": tail});
+        }
+        Ok(v)
     }
 
     /// Commits a batch of changes decided elsewhere (plan import, apply, sync).

@@ -54,6 +54,7 @@ pub fn sync(ws: &Workspace, task: &Task) -> Result<(), FileError> {
     let dir = ws.task_dir(task.id());
     files::create_dir(&ws.dir, &dir)?;
     let path = ws.task_file(task.id());
+    files::remove_stale_temps(&path);
     match files::read_text(&ws.dir, &path) {
         Err(FileError::Missing(_)) => {
             files::write_atomic(&path, artifact::skeleton(task).as_bytes())?;

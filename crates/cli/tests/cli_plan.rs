@@ -1,0 +1,783 @@
+//! `warden plan …` through the real binary: import in three formats and its all-or-nothing
+//! refusals, export round-trips, show, apply (seed 000's reconcile), next, and sync of a
+//! get-shit-done `.planning/` directory (DESIGN 2.3, 2.6, 4).
+
+mod common;
+
+use common::{Workspace, err_line, ids, text};
+use serde_json::{Value, json};
+
+const PLAN_JSON: &str = r#"{"tasks": [
+  {"id": "app", "title": "The app"},
+  {"id": "api", "parent": "app", "order": 1, "agent": "Build the API", "postchecks": "true"},
+  {"id": "ui", "parent": "app", "order": 0, "depends_on": ["api"], "max_attempts": 2},
+  {"id": "docs", "title": "Docs", "work": "true"}
+]}"#;
+
+const PLAN_TOML: &str = r#"
+[[tasks]]
+id = "app"
+title = "The app"
+
+[[tasks]]
+id = "api"
+parent = "app"
+order = 1
+agent = "Build the API"
+postchecks = "true"
+
+[[tasks]]
+id = "ui"
+parent = "app"
+order = 0
+depends_on = ["api"]
+max_attempts = 2
+
+[[tasks]]
+id = "docs"
+title = "Docs"
+work = "true"
+"#;
+
+const PLAN_YAML: &str = r#"
+tasks:
+  - id: app
+    title: The app
+  - id: api
+    parent: app
+    order: 1
+    agent: Build the API
+    postchecks: "true"
+  - id: ui
+    parent: app
+    order: 0
+    depends_on: [api]
+    max_attempts: 2
+  - id: docs
+    title: Docs
+    work: "true"
+"#;
+
+fn import(ws: &Workspace, name: &str, content: &str) -> std::process::Output {
+    let p = ws.write(name, content);
+    ws.run(&["plan", "import", p.to_str().unwrap()])
+}
+
+fn export(ws: &Workspace) -> Value {
+    ws.json(&["plan", "export"])
+}
+
+#[test]
+fn import_reads_json_toml_and_yaml_alike() {
+    let mut exports = Vec::new();
+    for (name, content) in [
+        ("plan.json", PLAN_JSON),
+        ("plan.toml", PLAN_TOML),
+        ("plan.yaml", PLAN_YAML),
+    ] {
+        let ws = Workspace::new("import");
+        let o = import(&ws, name, content);
+        assert_eq!(
+            common::code(&o),
+            0,
+            "{}",
+            common::describe(&["plan", "import", name], &o)
+        );
+        let all = ws.tasks();
+        assert_eq!(all.len(), 4, "{name}");
+        let app = ws.show("app");
+        assert_eq!(app["title"], "The app");
+        assert_eq!(ids(&app["children"]), ["ui", "api"], "{name}: (order, id)");
+        let api = ws.show("api");
+        assert_eq!(api["workflow"], "review");
+        assert_eq!(api["spec"]["work"]["agent"], "Build the API", "{api}");
+        assert_eq!(api["spec"]["postchecks"]["shell"], "true", "{api}");
+        assert_eq!(ws.show("ui")["max_attempts"], 2);
+        assert_eq!(ws.show("ui")["title"], "ui", "title defaults to the id");
+        assert_eq!(
+            ws.show("docs")["workflow"],
+            "direct",
+            "shell work defaults to direct"
+        );
+        assert!(ws.task_md("api").is_file(), "import writes TASK.md");
+        ws.check_ok();
+        exports.push(export(&ws));
+    }
+    assert_eq!(exports[0], exports[1], "JSON and TOML import the same plan");
+    assert_eq!(exports[0], exports[2], "JSON and YAML import the same plan");
+}
+
+#[test]
+fn invalid_plans_import_nothing() {
+    let ws = Workspace::new("badplans");
+    ws.create("keep", &[]);
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "parent cycle",
+            r#"{"tasks": [{"id": "a", "parent": "b"}, {"id": "b", "parent": "a"}, {"id": "ok1"}]}"#,
+            "cycle",
+        ),
+        (
+            "self parent",
+            r#"{"tasks": [{"id": "a", "parent": "a"}, {"id": "ok1"}]}"#,
+            "itself",
+        ),
+        (
+            "unknown parent",
+            r#"{"tasks": [{"id": "a", "parent": "ghost"}, {"id": "ok1"}]}"#,
+            "ghost",
+        ),
+        (
+            "unknown dependency",
+            r#"{"tasks": [{"id": "a", "depends_on": ["ghost"]}, {"id": "ok1"}]}"#,
+            "ghost",
+        ),
+        (
+            "dependency cycle",
+            r#"{"tasks": [{"id": "a", "depends_on": ["b"]}, {"id": "b", "depends_on": ["a"]}]}"#,
+            "cycle",
+        ),
+        (
+            "duplicate ids",
+            r#"{"tasks": [{"id": "a"}, {"id": "a"}, {"id": "ok1"}]}"#,
+            "a",
+        ),
+        (
+            "existing id",
+            r#"{"tasks": [{"id": "keep"}, {"id": "ok1"}]}"#,
+            "keep",
+        ),
+        (
+            "bad id",
+            r#"{"tasks": [{"id": "../evil"}, {"id": "ok1"}]}"#,
+            "evil",
+        ),
+        (
+            "unknown field",
+            r#"{"tasks": [{"id": "a", "colour": "red"}]}"#,
+            "colour",
+        ),
+        (
+            "work and agent",
+            r#"{"tasks": [{"id": "a", "work": "true", "agent": "x"}]}"#,
+            "a",
+        ),
+        ("not json", r#"{"tasks": [{"id": "a",}"#, "JSON"),
+    ];
+    let events0 = ws.history().len();
+    for (what, plan, mention) in cases {
+        let p = ws.write("bad.json", plan);
+        let o = ws.expect(&["plan", "import", p.to_str().unwrap()], 1);
+        let line = err_line(&o);
+        assert!(
+            line.contains(mention),
+            "{what}: the message should mention {mention:?}: {line}"
+        );
+        assert_eq!(
+            text(&o.stderr).trim_end().lines().count(),
+            1,
+            "{what}: one line"
+        );
+        let all: Vec<String> = ws
+            .tasks()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(all, ["keep"], "{what}: nothing imported");
+        assert!(!ws.task_md("ok1").exists(), "{what}: no TASK.md written");
+    }
+    assert_eq!(
+        ws.history().len(),
+        events0,
+        "no event for any refused import"
+    );
+    ws.expect(&["plan", "import", "missing.json"], 2);
+    // An invalid TOML and YAML plan are refused too.
+    let p = ws.write("bad.toml", "[[tasks]]\nid = \"a\"\nparent = \"a\"\n");
+    ws.expect(&["plan", "import", p.to_str().unwrap()], 1);
+    let p = ws.write("bad.yaml", "tasks:\n  - id: a\n    parent: ghost\n");
+    ws.expect(&["plan", "import", p.to_str().unwrap()], 1);
+    assert_eq!(ws.tasks().len(), 1);
+    ws.check_ok();
+}
+
+#[test]
+fn import_from_stdin_and_initial_runner_fields() {
+    let ws = Workspace::new("stdin");
+    let o = ws.run_stdin(
+        &["--json", "plan", "import", "-"],
+        r#"{"tasks": [{"id": "old", "passes": true}, {"id": "tried", "attempts": 2}]}"#,
+    );
+    assert_eq!(
+        common::code(&o),
+        0,
+        "{}",
+        common::describe(&["plan", "import", "-"], &o)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["imported"], json!(["old", "tried"]));
+    let old = ws.show("old");
+    assert_eq!(
+        (old["status"].as_str(), old["passes"].as_bool()),
+        (Some("done"), Some(true))
+    );
+    assert_eq!(ws.show("tried")["attempts"], 2);
+    ws.check_ok();
+}
+
+#[test]
+fn export_round_trips_through_import() {
+    let a = Workspace::new("export-a");
+    assert_eq!(common::code(&import(&a, "plan.json", PLAN_JSON)), 0);
+    // Some runner state worth carrying: a passed leaf and a charged attempt.
+    let tree = a.write("tree.json", serde_json::to_string(&export(&a)).unwrap());
+    let tree = tree.to_str().unwrap();
+    a.ok(&[
+        "plan",
+        "apply",
+        tree,
+        "--selected",
+        "api",
+        "--status",
+        "done",
+        "--guard",
+        "pass",
+    ]);
+    let tree2 = a.write("tree2.json", serde_json::to_string(&export(&a)).unwrap());
+    a.ok(&[
+        "plan",
+        "apply",
+        tree2.to_str().unwrap(),
+        "--selected",
+        "ui",
+        "--status",
+        "retry",
+    ]);
+    let exported = export(&a);
+    let nodes = exported["tasks"].as_array().unwrap();
+    assert_eq!(nodes.len(), 4);
+    for n in nodes {
+        for key in [
+            "id",
+            "title",
+            "parent",
+            "order",
+            "depends_on",
+            "prechecks",
+            "postchecks",
+            "max_attempts",
+            "workflow",
+            "passes",
+            "attempts",
+        ] {
+            assert!(n.get(key).is_some(), "export lacks {key}: {n}");
+        }
+    }
+    let api = nodes.iter().find(|n| n["id"] == "api").unwrap();
+    assert_eq!(api["passes"], true);
+    assert_eq!(api["agent"], "Build the API");
+    let ui = nodes.iter().find(|n| n["id"] == "ui").unwrap();
+    assert_eq!(ui["attempts"], 1);
+
+    let b = Workspace::new("export-b");
+    let o = import(
+        &b,
+        "exported.json",
+        &serde_json::to_string_pretty(&exported).unwrap(),
+    );
+    assert_eq!(
+        common::code(&o),
+        0,
+        "{}",
+        common::describe(&["plan", "import"], &o)
+    );
+    assert_eq!(
+        export(&b),
+        exported,
+        "export → import → export is the identity"
+    );
+    assert_eq!(
+        b.show("api")["status"],
+        "done",
+        "a node imported with passes starts done"
+    );
+    b.check_ok();
+}
+
+#[test]
+fn show_prints_the_tree() {
+    let ws = Workspace::new("show");
+    let o = ws.ok(&["plan", "show"]);
+    assert!(text(&o.stdout).contains("no tasks"));
+    assert_eq!(common::code(&import(&ws, "plan.json", PLAN_JSON)), 0);
+    let v = ws.json(&["plan", "show"]);
+    let roots: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(roots, ["app", "docs"]);
+    let kids: Vec<&str> = v[0]["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids, ["ui", "api"]);
+    assert_eq!(v[0]["children"][0]["depends_on"], json!(["api"]));
+    assert_eq!(v[0]["children"][0]["status"], "pending");
+    let o = ws.ok(&["plan", "show"]);
+    let out = text(&o.stdout);
+    let (ui, api) = (out.find(" ui ").unwrap(), out.find(" api ").unwrap());
+    assert!(ui < api, "children in order:\n{out}");
+    assert!(out.contains("(after api)"), "{out}");
+}
+
+fn write_tree(ws: &Workspace, name: &str, edit: impl FnOnce(&mut Vec<Value>)) -> String {
+    let mut v = export(ws);
+    let nodes = v["tasks"].as_array_mut().unwrap();
+    edit(nodes);
+    ws.write(name, serde_json::to_string_pretty(&v).unwrap())
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn node<'a>(nodes: &'a mut [Value], id: &str) -> &'a mut Value {
+    nodes
+        .iter_mut()
+        .find(|n| n["id"] == id)
+        .unwrap_or_else(|| panic!("no node {id}"))
+}
+
+#[test]
+fn apply_reconciles_an_edited_tree() {
+    let ws = Workspace::new("apply");
+    let plan = r#"{"tasks": [
+      {"id": "app"},
+      {"id": "api", "parent": "app", "order": 0},
+      {"id": "ui", "parent": "app", "order": 1},
+      {"id": "x"},
+      {"id": "y"}
+    ]}"#;
+    assert_eq!(common::code(&import(&ws, "plan.json", plan)), 0);
+
+    // done + pass: passes set; the parent is derived once every child passes.
+    let f = write_tree(&ws, "t1.json", |_| {});
+    let v = ws.json(&[
+        "plan",
+        "apply",
+        &f,
+        "--selected",
+        "api",
+        "--status",
+        "done",
+        "--guard",
+        "pass",
+    ]);
+    assert_eq!(v["passes_set"], json!(["api"]));
+    assert_eq!(v["derived_passes_set"], json!([]));
+    assert_eq!(v["attempts_incremented"], json!([]));
+    assert_eq!(v["tamper_ignored"], json!([]));
+    assert_eq!(ws.show("api")["status"], "done");
+    assert_eq!(ws.show("api")["passes"], true);
+    assert_eq!(ws.show("app")["passes"], false);
+    let f = write_tree(&ws, "t2.json", |_| {});
+    let v = ws.json(&[
+        "plan",
+        "apply",
+        &f,
+        "--selected",
+        "ui",
+        "--status",
+        "done",
+        "--guard",
+        "pass",
+    ]);
+    assert_eq!(v["passes_set"], json!(["ui"]));
+    assert_eq!(v["derived_passes_set"], json!(["app"]));
+    assert_eq!(ws.show("app")["passes"], true);
+    assert!(!ws.events("plan.applied", None).is_empty());
+
+    // retry: attempts + 1; a pending leaf becomes working.
+    let f = write_tree(&ws, "t3.json", |_| {});
+    let v = ws.json(&["plan", "apply", &f, "--selected", "x", "--status", "retry"]);
+    assert_eq!(v["attempts_incremented"], json!(["x"]));
+    let x = ws.show("x");
+    assert_eq!(
+        (x["attempts"].as_u64(), x["status"].as_str()),
+        (Some(1), Some("working"))
+    );
+    // done + fail also charges an attempt.
+    let f = write_tree(&ws, "t4.json", |_| {});
+    let v = ws.json(&[
+        "plan",
+        "apply",
+        &f,
+        "--selected",
+        "x",
+        "--status",
+        "done",
+        "--guard",
+        "fail",
+    ]);
+    assert_eq!(v["attempts_incremented"], json!(["x"]));
+    assert_eq!(ws.show("x")["attempts"], 2);
+
+    // Tampered runner-owned fields in the file are ignored and listed.
+    let f = write_tree(&ws, "t5.json", |nodes| {
+        let y = node(nodes, "y");
+        y["passes"] = json!(true);
+        y["attempts"] = json!(0);
+        let x = node(nodes, "x");
+        x["attempts"] = json!(0);
+        x["passes"] = json!(true);
+    });
+    let v = ws.json(&[
+        "plan",
+        "apply",
+        &f,
+        "--selected",
+        "x",
+        "--status",
+        "done",
+        "--guard",
+        "skipped",
+    ]);
+    assert_eq!(v["tamper_ignored"], json!(["x", "y"]));
+    assert_eq!(v["passes_set"], json!([]));
+    assert_eq!(ws.show("y")["passes"], false);
+    let x = ws.show("x");
+    assert_eq!(
+        (x["attempts"].as_u64(), x["passes"].as_bool()),
+        (Some(2), Some(false))
+    );
+
+    // Refusals: nothing written.
+    let versions = |ws: &Workspace| -> Vec<u64> {
+        ws.tasks()
+            .iter()
+            .map(|t| t["version"].as_u64().unwrap())
+            .collect()
+    };
+    let before = versions(&ws);
+    let events0 = ws.history().len();
+    let f = write_tree(&ws, "t6.json", |_| {});
+    let o = ws.expect(
+        &[
+            "plan",
+            "apply",
+            &f,
+            "--selected",
+            "y",
+            "--status",
+            "decomposed",
+        ],
+        1,
+    );
+    assert!(err_line(&o).starts_with("refused"), "{}", err_line(&o));
+    ws.expect(
+        &["plan", "apply", &f, "--selected", "y", "--status", "done"],
+        2,
+    );
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &f,
+            "--selected",
+            "y",
+            "--status",
+            "finished",
+        ],
+        2,
+    );
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &f,
+            "--selected",
+            "y",
+            "--status",
+            "done",
+            "--guard",
+            "maybe",
+        ],
+        2,
+    );
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &f,
+            "--selected",
+            "ghost",
+            "--status",
+            "retry",
+        ],
+        1,
+    );
+    let with_child = write_tree(&ws, "t7.json", |nodes| {
+        nodes.push(json!({"id": "y1", "parent": "y"}))
+    });
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &with_child,
+            "--selected",
+            "y",
+            "--status",
+            "retry",
+        ],
+        1,
+    );
+    let elsewhere = write_tree(&ws, "t8.json", |nodes| {
+        nodes.push(json!({"id": "z1", "parent": "x"}))
+    });
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &elsewhere,
+            "--selected",
+            "y",
+            "--status",
+            "decomposed",
+        ],
+        1,
+    );
+    let removed_passed = write_tree(&ws, "t9.json", |nodes| nodes.retain(|n| n["id"] != "api"));
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &removed_passed,
+            "--selected",
+            "y",
+            "--status",
+            "retry",
+        ],
+        1,
+    );
+    let changed_passed = write_tree(&ws, "t10.json", |nodes| {
+        node(nodes, "api")["title"] = json!("renamed")
+    });
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &changed_passed,
+            "--selected",
+            "y",
+            "--status",
+            "retry",
+        ],
+        1,
+    );
+    let dup = write_tree(&ws, "t11.json", |nodes| nodes.push(json!({"id": "y"})));
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &dup,
+            "--selected",
+            "y",
+            "--status",
+            "retry",
+        ],
+        1,
+    );
+    assert_eq!(versions(&ws), before, "refused applies write nothing");
+    assert_eq!(ws.history().len(), events0);
+
+    // decomposed with new children: they are created under the selected node.
+    let v = ws.json(&[
+        "plan",
+        "apply",
+        &with_child,
+        "--selected",
+        "y",
+        "--status",
+        "decomposed",
+    ]);
+    assert_eq!(v["passes_set"], json!([]));
+    let y1 = ws.show("y1");
+    assert_eq!(
+        (
+            y1["parent"].as_str(),
+            y1["passes"].as_bool(),
+            y1["attempts"].as_u64()
+        ),
+        (Some("y"), Some(false), Some(0))
+    );
+    assert_eq!(ids(&ws.show("y")["children"]), ["y1"]);
+    assert!(ws.task_md("y1").is_file());
+    ws.check_ok();
+}
+
+#[test]
+fn attempts_saturate_into_stuck_through_apply() {
+    let ws = Workspace::new("applystuck");
+    assert_eq!(
+        common::code(&import(
+            &ws,
+            "plan.json",
+            r#"{"tasks": [{"id": "s", "max_attempts": 2}]}"#
+        )),
+        0
+    );
+    for _ in 0..2 {
+        let f = write_tree(&ws, "t.json", |_| {});
+        ws.ok(&["plan", "apply", &f, "--selected", "s", "--status", "retry"]);
+    }
+    let s = ws.show("s");
+    assert_eq!(
+        (s["attempts"].as_u64(), s["status"].as_str()),
+        (Some(2), Some("stuck"))
+    );
+    let f = write_tree(&ws, "t.json", |_| {});
+    let v = ws.json(&["plan", "apply", &f, "--selected", "s", "--status", "retry"]);
+    assert_eq!(
+        v["attempts_incremented"],
+        json!([]),
+        "saturated at max_attempts"
+    );
+    assert_eq!(ws.show("s")["attempts"], 2);
+    ws.check_ok();
+}
+
+#[test]
+fn next_names_the_leftmost_ready_leaf() {
+    let ws = Workspace::new("next");
+    let plan = r#"{"tasks": [
+      {"id": "g"},
+      {"id": "b", "parent": "g", "order": 1, "depends_on": ["a"]},
+      {"id": "a", "parent": "g", "order": 2}
+    ]}"#;
+    assert_eq!(common::code(&import(&ws, "plan.json", plan)), 0);
+    assert_eq!(
+        ws.json(&["plan", "next"]),
+        json!({"next": "a", "state": "open"}),
+        "b waits for a"
+    );
+    let o = ws.ok(&["plan", "next"]);
+    assert!(text(&o.stdout).contains("a"));
+    let f = write_tree(&ws, "t.json", |_| {});
+    ws.ok(&[
+        "plan",
+        "apply",
+        &f,
+        "--selected",
+        "a",
+        "--status",
+        "done",
+        "--guard",
+        "pass",
+    ]);
+    assert_eq!(
+        ws.json(&["plan", "next"]),
+        json!({"next": "b", "state": "open"})
+    );
+    // b crashes twice: stuck, and nothing else is open.
+    ws.to("b", "working");
+    ws.ok(&["task", "exited", "b"]);
+    ws.ok(&["task", "exited", "b"]);
+    assert_eq!(ws.status("b"), "stuck");
+    assert_eq!(
+        ws.json(&["plan", "next"]),
+        json!({"next": null, "state": "stuck"})
+    );
+    ws.ok(&["task", "retry", "b"]);
+    let f = write_tree(&ws, "t.json", |_| {});
+    ws.ok(&[
+        "plan",
+        "apply",
+        &f,
+        "--selected",
+        "b",
+        "--status",
+        "done",
+        "--guard",
+        "pass",
+    ]);
+    assert_eq!(
+        ws.json(&["plan", "next"]),
+        json!({"next": null, "state": "complete"})
+    );
+    assert_eq!(ws.show("g")["passes"], true);
+    ws.check_ok();
+}
+
+#[test]
+fn sync_follows_the_planning_directory() {
+    let ws = Workspace::new("sync");
+    ws.expect(&["plan", "sync"], 2); // no .planning yet
+    ws.write(
+        ".planning/phases/01-setup/01-01-PLAN.md",
+        "# Set up the repo\n\nSteps.\n",
+    );
+    ws.write(".planning/phases/01-setup/01-01-SUMMARY.md", "Done.\n");
+    ws.write(".planning/phases/01-setup/01-02-PLAN.md", "# Add CI\n");
+    ws.write(".planning/phases/02-build/02-01-PLAN.md", "# Build it\n");
+    ws.write(".planning/phases/notes/README.md", "not a phase\n");
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(v["phases"], 2);
+    assert_eq!(v["plans"], 3);
+    assert_eq!(v["complete"], 1);
+    let phase = ws.show("01-setup");
+    assert_eq!(ids(&phase["children"]), ["01-01", "01-02"]);
+    let p = ws.show("01-01");
+    assert_eq!(p["title"], "Set up the repo");
+    assert_eq!(p["passes"], true, "a plan with a SUMMARY passes");
+    assert_eq!(ws.show("01-02")["passes"], false);
+    assert_eq!(ws.show("02-01")["parent"], "02-build");
+    assert_eq!(ws.tasks().len(), 5);
+
+    // Syncing again without changes changes nothing.
+    let versions: Vec<u64> = ws
+        .tasks()
+        .iter()
+        .map(|t| t["version"].as_u64().unwrap())
+        .collect();
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(v["changed"], 0, "{v}");
+    let again: Vec<u64> = ws
+        .tasks()
+        .iter()
+        .map(|t| t["version"].as_u64().unwrap())
+        .collect();
+    assert_eq!(versions, again);
+
+    // The filesystem is the truth: a deleted SUMMARY stops the plan passing.
+    std::fs::remove_file(ws.path(".planning/phases/01-setup/01-01-SUMMARY.md")).unwrap();
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.show("01-01")["passes"], false, "no SUMMARY, no pass");
+    // And a new SUMMARY passes the other plan.
+    ws.write(".planning/phases/01-setup/01-02-SUMMARY.md", "Done.\n");
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.show("01-02")["passes"], true);
+    assert_eq!(ws.show("01-01")["passes"], false);
+    ws.check_ok();
+}
+
+/// `warden plan sync DIR` reads DIR (not `.planning`), in the current workspace.
+#[test]
+fn sync_reads_an_explicit_planning_directory() {
+    let ws = Workspace::new("syncdir");
+    ws.write("docs/planning/phases/01-setup/01-01-PLAN.md", "# Set up\n");
+    ws.write("docs/planning/phases/01-setup/01-01-SUMMARY.md", "Done.\n");
+    let dir = ws.path("docs/planning");
+    for arg in ["docs/planning", dir.to_str().unwrap()] {
+        let o = ws.run(&["plan", "sync", arg]);
+        assert_eq!(
+            common::code(&o),
+            0,
+            "the DIR argument must name the planning directory, not the workspace: {}",
+            common::describe(&["plan", "sync", arg], &o)
+        );
+    }
+    assert_eq!(ws.show("01-01")["passes"], true);
+}

@@ -1,0 +1,1065 @@
+//! `warden init` and `warden task …` through the real binary: every subcommand, its
+//! refusals and their exit codes (DESIGN 2.1, 2.2, 2.4 and 4), and agent tampering with
+//! TASK.md (DESIGN 1.1 and 5).
+
+mod common;
+
+use common::{Workspace, code, command, describe, err_line, ids, text, unique_dir};
+use serde_json::Value;
+
+// ---------------------------------------------------------------------------------------
+// init and workspace discovery
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn init_creates_a_workspace_once() {
+    let ws = Workspace::bare("init");
+    // In the current directory.
+    let o = ws.ok(&["init"]);
+    assert!(
+        text(&o.stdout).contains(".warden"),
+        "{}",
+        describe(&["init"], &o)
+    );
+    assert!(ws.path(".warden/warden.toml").is_file());
+    assert!(
+        ws.path(".warden/warden.db").is_file(),
+        "init opens the store once"
+    );
+    // A second init refuses and leaves the workspace working.
+    let o = ws.expect(&["init"], 1);
+    assert!(
+        err_line(&o).contains("already exists"),
+        "{}",
+        describe(&["init"], &o)
+    );
+    ws.ok(&["task", "list"]);
+    assert_eq!(ws.tasks().len(), 0);
+
+    // --dir from elsewhere, with --json.
+    let other = Workspace::bare("init-dir");
+    let d = other.root.to_str().unwrap();
+    let v: Value = {
+        let args = ["--json", "init", "--dir", d];
+        let o = command(&std::env::temp_dir()).args(args).output().unwrap();
+        assert_eq!(code(&o), 0, "{}", describe(&args, &o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    assert_eq!(v["root"], d);
+    assert!(v["store"].as_str().unwrap().starts_with("sqlite:"), "{v}");
+    let args = ["init", "--dir", d];
+    let o = command(&std::env::temp_dir()).args(args).output().unwrap();
+    assert_eq!(code(&o), 1, "{}", describe(&args, &o));
+}
+
+#[test]
+fn every_command_outside_a_workspace_says_run_warden_init() {
+    let ws = Workspace::bare("outside");
+    let commands: &[&[&str]] = &[
+        &["task", "list"],
+        &["task", "show", "x"],
+        &["task", "create", "x"],
+        &["task", "update", "x", "--status", "working"],
+        &["task", "complete", "x"],
+        &["task", "exited", "x"],
+        &["task", "retry", "x"],
+        &["task", "cancel", "x"],
+        &["task", "respawn", "x"],
+        &["task", "log", "x"],
+        &["plan", "show"],
+        &["plan", "export"],
+        &["plan", "next"],
+        &["plan", "sync"],
+        &["plan", "import", "plan.json"],
+        &[
+            "plan",
+            "apply",
+            "plan.json",
+            "--selected",
+            "x",
+            "--status",
+            "retry",
+        ],
+        &["memory", "show", "x"],
+        &["memory", "dump", "x"],
+        &["memory", "merge", "x", "-"],
+        &["prompt", "x"],
+        &["history"],
+        &["state"],
+        &["state", "verify"],
+        &["check"],
+    ];
+    for args in commands {
+        let o = ws.run(args);
+        assert_eq!(code(&o), 2, "{}", describe(args, &o));
+        assert!(
+            err_line(&o).contains("warden init"),
+            "the message must tell the user to run `warden init`: {}",
+            describe(args, &o)
+        );
+    }
+    // --dir naming a directory without .warden/ is the same usage error.
+    let d = ws.root.to_str().unwrap();
+    let o = command(&std::env::temp_dir())
+        .args(["--dir", d, "task", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        code(&o),
+        2,
+        "{}",
+        describe(&["--dir", d, "task", "list"], &o)
+    );
+    assert!(err_line(&o).contains("warden init"), "{}", err_line(&o));
+    // So is WARDEN_DIR.
+    let o = command(&std::env::temp_dir())
+        .env("WARDEN_DIR", d)
+        .args(["task", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2, "{}", describe(&["task", "list"], &o));
+    assert!(err_line(&o).contains("warden init"), "{}", err_line(&o));
+}
+
+#[test]
+fn the_workspace_is_found_from_a_subdirectory_and_through_warden_dir() {
+    let ws = Workspace::new("find");
+    ws.create("a", &[]);
+    let sub = ws.root.join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    let o = command(&sub)
+        .args(["--json", "task", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", describe(&["task", "list"], &o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    let elsewhere = unique_dir("elsewhere");
+    let o = command(&elsewhere)
+        .env("WARDEN_DIR", &ws.root)
+        .args(["--json", "task", "show", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", describe(&["task", "show", "a"], &o));
+    let _ = std::fs::remove_dir_all(elsewhere);
+}
+
+// ---------------------------------------------------------------------------------------
+// create, list, show
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn create_validates_ids_parents_dependencies_and_duplicates() {
+    let ws = Workspace::new("create");
+    for bad in ["../x", "a/b", "A", "", "-x", ".hidden", &"x".repeat(65)] {
+        let o = ws.expect(&["task", "create", bad], 2);
+        assert!(!err_line(&o).is_empty());
+    }
+    ws.create("app", &["--title", "The app"]);
+    let o = ws.expect(&["task", "create", "app"], 1);
+    assert!(err_line(&o).contains("already exists"), "{}", err_line(&o));
+    let o = ws.expect(&["task", "create", "ui", "--parent", "nope"], 3);
+    assert!(err_line(&o).contains("nope"), "{}", err_line(&o));
+    let o = ws.expect(&["task", "create", "ui", "--depends-on", "nope"], 3);
+    assert!(err_line(&o).contains("nope"), "{}", err_line(&o));
+    ws.expect(&["task", "create", "ui", "--workflow", "sideways"], 2);
+    ws.expect(&["task", "create", "ui", "--workflow", "direct"], 2);
+    ws.expect(
+        &["task", "create", "ui", "--work", "true", "--agent", "x"],
+        2,
+    );
+    // None of the refused requests created anything.
+    assert_eq!(
+        ids(&Value::Array(
+            ws.tasks().iter().map(|t| t["id"].clone()).collect()
+        )),
+        ["app"]
+    );
+    // The id is never a path: nothing was created outside .warden/tasks.
+    assert!(!ws.root.join(".warden/x").exists() && !ws.root.join("x").exists());
+
+    ws.create("api", &["--parent", "app", "--order", "2"]);
+    ws.create(
+        "ui",
+        &["--parent", "app", "--order", "1", "--depends-on", "api"],
+    );
+    let v = ws.json(&["task", "create", "lint", "--work", "true"]);
+    assert_eq!(
+        v["workflow"], "direct",
+        "shell work defaults to the direct workflow"
+    );
+    assert_eq!(v["status"], "pending");
+    let app = ws.show("app");
+    assert_eq!(
+        ids(&app["children"]),
+        ["ui", "api"],
+        "children in (order, id) order"
+    );
+    assert_eq!(ws.show("ui")["depends_on"], serde_json::json!(["api"]));
+    assert!(ws.task_md("ui").is_file(), "create writes TASK.md");
+    let md = ws.read_task_md("ui");
+    assert!(md.contains("## Context") && md.contains("## Notes"), "{md}");
+    assert_eq!(ws.frontmatter("ui", "status").as_deref(), Some("pending"));
+    ws.check_ok();
+}
+
+#[test]
+fn show_and_list_json_have_the_documented_shape() {
+    let ws = Workspace::new("shape");
+    ws.create("app", &[]);
+    ws.create(
+        "api",
+        &[
+            "--parent",
+            "app",
+            "--title",
+            "REST API",
+            "--agent",
+            "Build it",
+            "--postchecks",
+            "true",
+            "--max-attempts",
+            "4",
+        ],
+    );
+    let v = ws.show("api");
+    for key in [
+        "id",
+        "title",
+        "parent",
+        "children",
+        "depends_on",
+        "workflow",
+        "status",
+        "passes",
+        "attempts",
+        "max_attempts",
+        "crash_count",
+        "review_round",
+        "gate",
+        "phases",
+        "resume_from_phase",
+        "spec",
+        "version",
+        "created_at",
+        "updated_at",
+    ] {
+        assert!(v.get(key).is_some(), "task show --json lacks {key}: {v}");
+    }
+    assert_eq!(v["id"], "api");
+    assert_eq!(v["title"], "REST API");
+    assert_eq!(v["parent"], "app");
+    assert_eq!(v["children"], serde_json::json!([]));
+    assert_eq!(v["workflow"], "review");
+    assert_eq!(v["status"], "pending");
+    assert_eq!(v["passes"], false);
+    assert_eq!(v["attempts"], 0);
+    assert_eq!(v["max_attempts"], 4);
+    assert_eq!(v["crash_count"], 0);
+    assert_eq!(v["review_round"], 0);
+    assert!(v["resume_from_phase"].is_null());
+    let phases = v["phases"].as_object().expect("phases is an object");
+    assert!(!phases.is_empty(), "phases lists the pipeline: {v}");
+    for (name, st) in phases {
+        let st = st
+            .as_str()
+            .unwrap_or_else(|| panic!("phase {name} status is not a string: {v}"));
+        assert!(
+            ["pending", "running", "success", "failed", "skipped"].contains(&st),
+            "phase {name} has status {st}"
+        );
+    }
+    assert!(v["version"].as_u64().unwrap() >= 1);
+    assert!(v["created_at"].is_string() && v["updated_at"].is_string());
+    assert_eq!(ws.show("app")["title"], "app", "title defaults to the id");
+    assert_eq!(ids(&ws.show("app")["children"]), ["api"]);
+
+    // list: an array of the same objects, sorted by id, filterable by status.
+    let all = ws.tasks();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0]["id"], "api");
+    assert_eq!(all[0], v, "list and show agree");
+    ws.to("api", "working");
+    let working = ws.json(&["task", "list", "--status", "working"]);
+    assert_eq!(working.as_array().unwrap().len(), 1);
+    assert_eq!(working[0]["id"], "api");
+    ws.expect(&["task", "list", "--status", "sleeping"], 2);
+    ws.expect(&["task", "show", "nope"], 3);
+    // Human output works too and mentions the task.
+    let o = ws.ok(&["task", "list"]);
+    assert!(text(&o.stdout).contains("api"));
+    let o = ws.ok(&["task", "show", "api"]);
+    assert!(text(&o.stdout).contains("REST API"));
+}
+
+// ---------------------------------------------------------------------------------------
+// update, complete, review gates
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn update_refuses_illegal_transitions_with_one_line_that_names_them() {
+    let ws = Workspace::new("update");
+    ws.create("t", &[]);
+    let v0 = ws.version("t");
+    let o = ws.expect(&["task", "update", "t", "--status", "done"], 1);
+    let err = text(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+    assert!(
+        err.contains("pending → done"),
+        "names the transition: {err}"
+    );
+    assert_eq!(ws.version("t"), v0, "a refusal writes nothing");
+    assert!(ws.events("status.changed", Some("t")).is_empty());
+
+    ws.expect(&["task", "update", "t", "--status", "finished"], 2);
+    ws.expect(&["task", "update", "nope", "--status", "working"], 3);
+    ws.expect(&["task", "update", "t"], 2); // --status is required
+
+    ws.to("t", "working");
+    let o = ws.expect(&["task", "update", "t", "--status", "agent-review"], 1);
+    let err = text(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+    assert!(
+        err.contains("needs a non-empty \"## Handoff\" section in .warden/tasks/t/TASK.md"),
+        "{err}"
+    );
+    // A Handoff holding only an HTML comment has no content.
+    ws.add_section("t", "Handoff", "<!-- to do -->");
+    let o = ws.expect(&["task", "complete", "t"], 1);
+    assert!(err_line(&o).contains("## Handoff"), "{}", err_line(&o));
+    // A heading inside a code fence is not a section.
+    ws.add_section("t", "Notes2", "```\n## Handoff\nfake\n```");
+    ws.expect(&["task", "complete", "t"], 1);
+    assert_eq!(ws.status("t"), "working");
+
+    let before = ws.version("t");
+    ws.handoff("t");
+    let v = ws.json(&["task", "complete", "t"]);
+    assert_eq!(v["status"], "agent-review");
+    assert_eq!(v["review_round"], 1);
+    assert_eq!(v["version"].as_u64().unwrap(), before + 1, "one write");
+    assert_eq!(
+        ws.frontmatter("t", "status").as_deref(),
+        Some("agent-review")
+    );
+    let sc = ws.events("status.changed", Some("t"));
+    assert_eq!(sc.last().unwrap()["from"], "working");
+    assert_eq!(sc.last().unwrap()["to"], "agent-review");
+    ws.check_ok();
+}
+
+#[test]
+fn task_id_defaults_to_warden_task_id() {
+    let ws = Workspace::new("envid");
+    ws.create("t", &[]);
+    let o = ws.run_env(
+        &["task", "update", "--status", "working"],
+        &[("WARDEN_TASK_ID", "t")],
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&["task", "update"], &o));
+    assert_eq!(ws.status("t"), "working");
+    ws.handoff("t");
+    let o = ws.run_env(
+        &["task", "complete"],
+        &[("WARDEN_TASK_ID", "t"), ("WARDEN_ROLE", "worker")],
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&["task", "complete"], &o));
+    assert_eq!(ws.status("t"), "agent-review");
+    let last = ws.events("status.changed", Some("t")).pop().unwrap();
+    assert_eq!(
+        last["actor"], "agent",
+        "WARDEN_ROLE makes the actor the agent"
+    );
+    // Without the variable and without an id: usage.
+    ws.expect(&["task", "show"], 2);
+}
+
+#[test]
+fn review_gates_follow_the_verdict_and_the_round() {
+    let ws = Workspace::new("review");
+    ws.create("r", &[]);
+    ws.to("r", "working");
+    ws.handoff("r");
+    ws.ok(&["task", "complete", "r"]);
+    // No review yet: neither way out of agent-review.
+    let o = ws.expect(&["task", "update", "r", "--status", "reviewing"], 1);
+    assert!(err_line(&o).contains("## Review"), "{}", err_line(&o));
+    ws.expect(&["task", "update", "r", "--status", "working"], 1);
+    // FAIL in round 1: back to working, not to reviewing, not to stuck.
+    ws.review("r", "FAIL");
+    ws.expect(&["task", "update", "r", "--status", "reviewing"], 1);
+    let o = ws.expect(&["task", "update", "r", "--status", "stuck"], 1);
+    assert!(err_line(&o).contains("round"), "{}", err_line(&o));
+    ws.to("r", "working");
+    ws.ok(&["task", "complete", "r"]);
+    assert_eq!(ws.show("r")["review_round"], 2);
+    // FAIL in round 2: only stuck.
+    ws.review("r", "fail");
+    let o = ws.expect(&["task", "update", "r", "--status", "working"], 1);
+    assert!(err_line(&o).contains("stuck"), "{}", err_line(&o));
+    ws.to("r", "stuck");
+    // A stuck task may go back to agent-review (the map allows it) and pass review.
+    ws.to("r", "agent-review");
+    ws.review("r", "PASS — looks good");
+    ws.to("r", "reviewing");
+    assert_eq!(ws.show("r")["passes"], false);
+    ws.to("r", "done");
+    let v = ws.show("r");
+    assert_eq!(v["status"], "done");
+    assert_eq!(v["passes"], true, "entering done sets passes");
+    // Terminal.
+    let o = ws.expect(&["task", "update", "r", "--status", "working"], 1);
+    assert!(err_line(&o).contains("terminal"), "{}", err_line(&o));
+    ws.check_ok();
+}
+
+// ---------------------------------------------------------------------------------------
+// postchecks as the guard
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn failing_postchecks_charge_attempts_and_end_stuck() {
+    let ws = Workspace::new("guard");
+    ws.create("g", &["--postchecks", "echo check-output-marker; false"]);
+    ws.to("g", "working");
+    ws.handoff("g");
+    for attempt in 1..=2u64 {
+        let v0 = ws.version("g");
+        let o = ws.expect(&["task", "complete", "g"], 1);
+        let err = text(&o.stderr);
+        assert!(err_line(&o).contains("postchecks"), "{err}");
+        assert!(
+            err.contains("check-output-marker"),
+            "the output tail is shown: {err}"
+        );
+        let v = ws.show("g");
+        assert_eq!(v["attempts"], attempt, "the failed attempt is stored");
+        assert_eq!(v["status"], "working");
+        assert_eq!(v["passes"], false);
+        assert_eq!(v["phases"]["postchecks"], "failed");
+        assert_eq!(v["version"].as_u64().unwrap(), v0 + 1);
+        assert_eq!(ws.frontmatter("g", "attempts"), Some(attempt.to_string()));
+    }
+    let guards = ws.events("guard.ran", Some("g"));
+    assert_eq!(guards.len(), 2, "every failed guard is an event");
+    let o = ws.expect(&["task", "complete", "g"], 1);
+    assert!(err_line(&o).contains("stuck"), "{}", err_line(&o));
+    let v = ws.show("g");
+    assert_eq!(v["status"], "stuck");
+    assert_eq!(v["attempts"], 3);
+
+    // Retry without the check: working, attempts reset, postchecks gone.
+    let out = ws.ok(&["task", "retry", "g", "--no-postchecks"]);
+    assert!(
+        text(&out.stdout).contains("runs again"),
+        "{}",
+        text(&out.stdout)
+    );
+    let v = ws.show("g");
+    assert_eq!(v["status"], "working");
+    assert_eq!(v["attempts"], 0);
+    assert_eq!(v["crash_count"], 0);
+    assert!(
+        v["spec"]["postchecks"].is_null(),
+        "--no-postchecks removes it: {v}"
+    );
+    assert_eq!(ws.events("retry.requested", Some("g")).len(), 1);
+    ws.ok(&["task", "complete", "g"]);
+    let v = ws.show("g");
+    assert_eq!(v["status"], "agent-review");
+    assert_eq!(v["passes"], false, "a skipped guard does not set passes");
+    ws.check_ok();
+}
+
+/// A task that went stuck because its guard failed `max_attempts` times must not reach
+/// `agent-review` without the guard passing: `task complete` on it (stuck → agent-review,
+/// which the map allows) must still need the Handoff and run the postchecks.
+#[test]
+fn a_stuck_task_cannot_skip_its_failing_guard() {
+    let ws = Workspace::new("stuckskip");
+    ws.create("s", &["--postchecks", "false", "--max-attempts", "1"]);
+    ws.to("s", "working");
+    ws.handoff("s");
+    ws.expect(&["task", "complete", "s"], 1);
+    assert_eq!(ws.status("s"), "stuck");
+    let o = ws.run(&["task", "complete", "s"]);
+    let v = ws.show("s");
+    assert!(
+        common::code(&o) != 0 && v["status"] == "stuck",
+        "a stuck task whose postchecks fail reached {} without passing them (passes = {}): {}",
+        v["status"],
+        v["passes"],
+        describe(&["task", "complete", "s"], &o)
+    );
+}
+
+#[test]
+fn passing_postchecks_set_passes() {
+    let ws = Workspace::new("guardpass");
+    ws.create("p", &["--postchecks", "true"]);
+    ws.to("p", "working");
+    ws.handoff("p");
+    let v = ws.json(&["task", "complete", "p"]);
+    assert_eq!(v["status"], "agent-review");
+    assert_eq!(v["passes"], true);
+    assert_eq!(v["attempts"], 0);
+    assert_eq!(v["phases"]["postchecks"], "success");
+    // The check ran with the task's environment.
+    ws.create(
+        "e",
+        &[
+            "--postchecks",
+            "test \"$WARDEN_TASK_ID\" = e && test -f \"$WARDEN_TASK_FILE\"",
+        ],
+    );
+    ws.to("e", "working");
+    ws.handoff("e");
+    ws.ok(&["task", "complete", "e"]);
+    assert_eq!(ws.show("e")["passes"], true);
+}
+
+#[test]
+fn a_guard_that_cannot_start_exits_5_and_charges_nothing() {
+    let ws = Workspace::new("guarderr");
+    let plan = ws.write(
+        "plan.json",
+        r#"{"tasks": [{"id": "ge", "postchecks": {"process": ["/nonexistent/check-binary"]}}]}"#,
+    );
+    ws.ok(&["plan", "import", plan.to_str().unwrap()]);
+    let v = ws.show("ge");
+    assert_eq!(v["workflow"], "review");
+    assert_eq!(
+        v["spec"]["postchecks"]["process"][0], "/nonexistent/check-binary",
+        "{v}"
+    );
+    ws.to("ge", "working");
+    ws.handoff("ge");
+    let v0 = ws.version("ge");
+    let events0 = ws.history().len();
+    let o = ws.expect(&["task", "complete", "ge"], 5);
+    assert!(
+        err_line(&o).contains("could not be started"),
+        "{}",
+        err_line(&o)
+    );
+    let v = ws.show("ge");
+    assert_eq!(v["attempts"], 0, "no attempt charged");
+    assert_eq!(v["status"], "working");
+    assert_eq!(v["version"].as_u64().unwrap(), v0);
+    assert_eq!(ws.history().len(), events0);
+    // Twice: still nothing charged.
+    ws.expect(&["task", "complete", "ge"], 5);
+    assert_eq!(ws.show("ge")["attempts"], 0);
+    ws.check_ok();
+}
+
+// ---------------------------------------------------------------------------------------
+// exit monitoring
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn exited_counts_crashes_and_escalates_at_the_threshold() {
+    let ws = Workspace::new("exited");
+    ws.create("w", &[]);
+    ws.to("w", "working");
+    let v = ws.json(&["task", "exited", "w", "--exit-code", "1", "--session", "s1"]);
+    assert_eq!(v["crash_count"], 1);
+    assert_eq!(v["status"], "working");
+    assert_eq!(v["dead"], true);
+    assert_eq!(v["exit"]["disposition"], "current");
+    assert_eq!(ws.events("agent.crashed", Some("w")).len(), 1);
+    // The same session reported again changes nothing.
+    let v = ws.json(&["task", "exited", "w", "--exit-code", "1", "--session", "s1"]);
+    assert_eq!(v["exit"]["disposition"], "duplicate");
+    assert_eq!(v["crash_count"], 1);
+    assert_eq!(ws.events("agent.crashed", Some("w")).len(), 1);
+    // Respawn asked for the dead worker.
+    let v = ws.json(&["task", "respawn", "w"]);
+    assert_eq!(v["respawn_requested"], true);
+    // A second crash reaches the threshold (2): stuck, crash_count kept.
+    ws.ok(&["task", "exited", "w", "--session", "s2"]);
+    let v = ws.show("w");
+    assert_eq!(v["status"], "stuck");
+    assert_eq!(v["crash_count"], 2, "the escalation keeps crash_count");
+    let adv = ws.events("auto.advanced", Some("w"));
+    assert_eq!(adv.len(), 1);
+    assert_eq!(adv[0]["to"], "stuck");
+    assert_eq!(adv[0]["reason"], "crash_threshold");
+    // Stuck: a later report only marks the session dead.
+    ws.ok(&["task", "exited", "w", "--session", "s3"]);
+    assert_eq!(ws.status("w"), "stuck");
+    // Retry resets crash_count.
+    ws.ok(&["task", "retry", "w"]);
+    let v = ws.show("w");
+    assert_eq!(
+        (v["status"].as_str(), v["crash_count"].as_u64()),
+        (Some("working"), Some(0))
+    );
+    ws.check_ok();
+}
+
+#[test]
+fn exited_with_a_handoff_advances_and_resets_crashes() {
+    let ws = Workspace::new("exitadv");
+    ws.create("h", &["--postchecks", "true"]);
+    ws.to("h", "working");
+    ws.ok(&["task", "exited", "h"]);
+    assert_eq!(ws.show("h")["crash_count"], 1);
+    ws.handoff("h");
+    let v = ws.json(&["task", "exited", "h", "--exit-code", "0"]);
+    assert_eq!(v["status"], "agent-review");
+    assert_eq!(
+        v["crash_count"], 0,
+        "a successful transition resets crash_count"
+    );
+    assert_eq!(v["passes"], true, "the guard ran inside the auto-advance");
+    assert_eq!(v["review_round"], 1);
+    // The reviewer ends without a verdict: crash 1, below the threshold.
+    let v = ws.json(&["task", "exited", "h"]);
+    assert_eq!(v["crash_count"], 1);
+    assert_eq!(v["status"], "agent-review");
+    ws.review("h", "PASS");
+    let v = ws.json(&["task", "exited", "h"]);
+    assert_eq!(v["status"], "reviewing");
+    // Reviewing: no advance, exit 0.
+    ws.ok(&["task", "exited", "h"]);
+    assert_eq!(ws.status("h"), "reviewing");
+    // Pending: nothing to change.
+    ws.create("p", &[]);
+    ws.ok(&["task", "exited", "p"]);
+    assert_eq!(ws.status("p"), "pending");
+    ws.expect(&["task", "exited", "nope"], 3);
+    ws.check_ok();
+}
+
+// ---------------------------------------------------------------------------------------
+// retry, cancel, respawn, log
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn retry_refuses_unless_stuck_with_the_exact_message() {
+    let ws = Workspace::new("retry");
+    ws.create("x", &["--postchecks", "false", "--max-attempts", "1"]);
+    let o = ws.expect(&["task", "retry", "x"], 1);
+    assert!(
+        text(&o.stderr).contains("task x is pending; only a stuck task can be retried"),
+        "{}",
+        text(&o.stderr)
+    );
+    ws.to("x", "working");
+    let v0 = ws.version("x");
+    let o = ws.expect(&["task", "retry", "x", "--postchecks", "true"], 1);
+    assert!(
+        text(&o.stderr).contains("task x is working; only a stuck task can be retried"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(ws.version("x"), v0);
+    assert_eq!(
+        ws.show("x")["spec"]["postchecks"]["shell"],
+        "false",
+        "a refused retry changes no spec"
+    );
+    ws.handoff("x");
+    ws.expect(&["task", "complete", "x"], 1);
+    assert_eq!(
+        ws.status("x"),
+        "stuck",
+        "max_attempts 1: the first failure is stuck"
+    );
+    ws.expect(
+        &[
+            "task",
+            "retry",
+            "x",
+            "--postchecks",
+            "true",
+            "--no-postchecks",
+        ],
+        2,
+    );
+    ws.expect(&["task", "retry", "nope"], 3);
+    let v = ws.json(&["task", "retry", "x", "--postchecks", "true"]);
+    assert_eq!(v["status"], "working");
+    // merge-fi, prechecks and work never ran (no supervisor here), so the retry resumes
+    // from the earliest unfinished phase; the changed postchecks run again in any case.
+    assert!(v["resume_from_phase"].is_string(), "{v}");
+    assert_eq!(v["phases"]["postchecks"], "pending", "{v}");
+    ws.ok(&["task", "complete", "x"]);
+    assert_eq!(ws.show("x")["passes"], true);
+    ws.check_ok();
+}
+
+#[test]
+fn cancel_respawn_and_log() {
+    let ws = Workspace::new("cancel");
+    ws.create("c", &[]);
+    let o = ws.expect(&["task", "respawn", "c"], 1);
+    assert!(err_line(&o).contains("pending"), "{}", err_line(&o));
+    ws.to("c", "working");
+    ws.ok(&["task", "respawn", "c"]);
+    assert_eq!(ws.show("c")["respawn_requested"], true);
+    ws.ok(&["task", "cancel", "c", "--reason", "not needed"]);
+    let v = ws.show("c");
+    assert_eq!(v["status"], "cancelled");
+    let last = ws.events("status.changed", Some("c")).pop().unwrap();
+    assert_eq!(last["reason"], "not needed");
+    ws.expect(&["task", "cancel", "c"], 1);
+    ws.expect(&["task", "respawn", "c"], 1);
+    ws.expect(&["task", "update", "c", "--status", "working"], 1);
+    ws.expect(&["task", "cancel", "nope"], 3);
+
+    // log: missing output → 3; present → printed.
+    let o = ws.expect(&["task", "log", "c"], 3);
+    assert!(err_line(&o).contains("no output"), "{}", err_line(&o));
+    ws.expect(&["task", "log", "nope"], 3);
+    ws.write(".warden/tasks/c/output.log", "line one\nline two\n");
+    let o = ws.ok(&["task", "log", "c"]);
+    assert_eq!(text(&o.stdout), "line one\nline two\n");
+    let v = ws.json(&["task", "log", "c"]);
+    assert_eq!(v["log"], "line one\nline two\n");
+    ws.check_ok();
+}
+
+// ---------------------------------------------------------------------------------------
+// --request-id
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn request_ids_apply_once_and_refusals_do_not_use_them_up() {
+    let ws = Workspace::new("reqid");
+    ws.create("t", &[]);
+    ws.ok(&[
+        "task",
+        "update",
+        "t",
+        "--status",
+        "working",
+        "--request-id",
+        "k1",
+    ]);
+    let v1 = ws.version("t");
+    let o = ws.ok(&[
+        "task",
+        "update",
+        "t",
+        "--status",
+        "working",
+        "--request-id",
+        "k1",
+    ]);
+    assert!(
+        text(&o.stdout).contains("already applied"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(ws.version("t"), v1, "applied once");
+    assert_eq!(ws.events("status.changed", Some("t")).len(), 1);
+    // The replay prints the first response in --json.
+    let v = ws.json(&[
+        "task",
+        "update",
+        "t",
+        "--status",
+        "working",
+        "--request-id",
+        "k1",
+    ]);
+    assert_eq!(v["status"], "working");
+    assert_eq!(v["version"].as_u64().unwrap(), v1);
+    // Even a request that would now be legal does nothing under a used key.
+    ws.ok(&[
+        "task",
+        "update",
+        "t",
+        "--status",
+        "clarification",
+        "--request-id",
+        "k1",
+    ]);
+    assert_eq!(ws.status("t"), "working");
+
+    // A refused request does not use up its key.
+    ws.create("u", &[]);
+    ws.expect(
+        &[
+            "task",
+            "update",
+            "u",
+            "--status",
+            "done",
+            "--request-id",
+            "k2",
+        ],
+        1,
+    );
+    ws.ok(&[
+        "task",
+        "update",
+        "u",
+        "--status",
+        "working",
+        "--request-id",
+        "k2",
+    ]);
+    assert_eq!(ws.status("u"), "working");
+    ws.expect(&["task", "complete", "u", "--request-id", "k3"], 1); // no Handoff
+    ws.handoff("u");
+    ws.ok(&["task", "complete", "u", "--request-id", "k3"]);
+    assert_eq!(ws.status("u"), "agent-review");
+    ws.ok(&["task", "complete", "u", "--request-id", "k3"]);
+    assert_eq!(
+        ws.show("u")["review_round"],
+        1,
+        "the repeated complete applied nothing"
+    );
+    ws.check_ok();
+}
+
+// ---------------------------------------------------------------------------------------
+// tampering with TASK.md
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn tampered_frontmatter_is_ignored_restored_and_recorded() {
+    let ws = Workspace::new("tamper");
+    ws.create("t", &["--postchecks", "false"]);
+    ws.to("t", "working");
+    ws.handoff("t");
+    ws.expect(&["task", "complete", "t"], 1); // attempts = 1
+    assert_eq!(ws.frontmatter("t", "attempts").as_deref(), Some("1"));
+    ws.add_section("t", "Scratch", "agent notes that must survive");
+    ws.set_frontmatter("t", "attempts", "0");
+    ws.set_frontmatter("t", "status", "done");
+    ws.set_frontmatter("t", "review_round", "7");
+    let body_before = ws.read_task_md("t");
+    let body_before = &body_before[body_before.find("\n# ").unwrap()..];
+
+    ws.to("t", "clarification");
+    let v = ws.show("t");
+    assert_eq!(v["attempts"], 1, "the stored attempts are unchanged");
+    assert_eq!(v["status"], "clarification");
+    assert_eq!(v["review_round"], 0);
+    assert_eq!(
+        ws.frontmatter("t", "attempts").as_deref(),
+        Some("1"),
+        "frontmatter restored"
+    );
+    assert_eq!(
+        ws.frontmatter("t", "status").as_deref(),
+        Some("clarification")
+    );
+    assert_eq!(ws.frontmatter("t", "review_round").as_deref(), Some("0"));
+    let after = ws.read_task_md("t");
+    assert!(
+        after.ends_with(body_before),
+        "the body is kept byte for byte:\n{after}"
+    );
+    let tamper = ws.events("tamper.ignored", Some("t"));
+    assert_eq!(tamper.len(), 3, "one event per tampered field: {tamper:?}");
+    let fields: Vec<&str> = tamper
+        .iter()
+        .map(|e| e["data"]["field"].as_str().unwrap_or("?"))
+        .collect();
+    for f in ["attempts", "status", "review_round"] {
+        assert!(fields.contains(&f), "no tamper.ignored for {f}: {tamper:?}");
+    }
+    // The tamper events are in the same write as the transition.
+    let sc = ws.events("status.changed", Some("t")).pop().unwrap();
+    assert!(
+        tamper.iter().all(|e| e["version"] == sc["version"]),
+        "{tamper:?} {sc}"
+    );
+    // Nothing to record on the next write.
+    ws.to("t", "working");
+    assert_eq!(ws.events("tamper.ignored", Some("t")).len(), 3);
+    ws.check_ok();
+}
+
+#[test]
+fn a_symlinked_oversized_or_non_utf8_task_file_is_refused() {
+    let ws = Workspace::new("badfile");
+    let outside = unique_dir("outside-target");
+    let mut errors = Vec::new();
+    for id in ["sym", "big", "bin"] {
+        ws.create(id, &[]);
+        ws.to(id, "working");
+        ws.handoff(id);
+        let good = ws.read_task_md(id);
+        let path = ws.task_md(id);
+        match id {
+            "sym" => {
+                let target = outside.join("TASK.md");
+                std::fs::write(&target, &good).unwrap();
+                std::fs::remove_file(&path).unwrap();
+                std::os::unix::fs::symlink(&target, &path).unwrap();
+            }
+            "big" => {
+                let mut t = good.clone();
+                t.push_str(&"x".repeat(1024 * 1024 + 1));
+                std::fs::write(&path, t).unwrap();
+            }
+            _ => {
+                let mut b = good.clone().into_bytes();
+                b.extend_from_slice(b"\n\xff\xfe not utf-8\n");
+                std::fs::write(&path, b).unwrap();
+            }
+        }
+        let v0 = ws.version(id);
+        let n0 = ws.history().len();
+        let o = ws.expect(&["task", "complete", id], 1);
+        errors.push(err_line(&o));
+        let v = ws.show(id);
+        assert_eq!(v["status"], "working", "{id}: nothing stored");
+        assert_eq!(v["version"].as_u64().unwrap(), v0, "{id}: nothing stored");
+        assert_eq!(ws.history().len(), n0, "{id}: no event");
+    }
+    assert!(errors[0].contains("symbolic link"), "{}", errors[0]);
+    assert!(errors[1].contains("1 MiB"), "{}", errors[1]);
+    assert!(errors[2].contains("UTF-8"), "{}", errors[2]);
+    assert!(
+        errors[0] != errors[1] && errors[1] != errors[2] && errors[0] != errors[2],
+        "distinct messages: {errors:?}"
+    );
+    // The symlink target outside the workspace was not rewritten.
+    let target = std::fs::read_to_string(outside.join("TASK.md")).unwrap();
+    assert!(target.contains("status: working"), "{target}");
+    let _ = std::fs::remove_dir_all(outside);
+    ws.check_ok();
+}
+
+#[test]
+fn a_symlinked_task_directory_is_refused() {
+    let ws = Workspace::new("symdir");
+    ws.create("d", &[]);
+    ws.to("d", "working");
+    ws.handoff("d");
+    let outside = unique_dir("outside-dir");
+    let dir = ws.root.join(".warden/tasks/d");
+    std::fs::rename(&dir, outside.join("d")).unwrap();
+    std::os::unix::fs::symlink(outside.join("d"), &dir).unwrap();
+    let v0 = ws.version("d");
+    let o = ws.expect(&["task", "complete", "d"], 1);
+    assert!(err_line(&o).contains("symbolic link"), "{}", err_line(&o));
+    assert_eq!(ws.version("d"), v0);
+    let _ = std::fs::remove_dir_all(outside);
+}
+
+#[test]
+fn a_deleted_task_file_is_recreated_by_the_next_write() {
+    let ws = Workspace::new("recreate");
+    ws.create("m", &[]);
+    std::fs::remove_file(ws.task_md("m")).unwrap();
+    ws.to("m", "working");
+    assert!(ws.task_md("m").is_file());
+    assert_eq!(ws.frontmatter("m", "status").as_deref(), Some("working"));
+    // And without it, complete has no Handoff.
+    std::fs::remove_file(ws.task_md("m")).unwrap();
+    ws.expect(&["task", "complete", "m"], 1);
+}
+
+/// A failed guard is stored with its request id (it is an outcome, not a refusal), so a
+/// repeated request must not apply again — but it must not report success either: the
+/// replay has to give the first outcome back (exit 1), or a harness that retries a lost
+/// `task complete --request-id K` believes its handoff was accepted.
+#[test]
+fn replaying_a_failed_guard_request_reports_the_failure() {
+    let ws = Workspace::new("reqguard");
+    ws.create("g", &["--postchecks", "false"]);
+    ws.to("g", "working");
+    ws.handoff("g");
+    ws.expect(&["task", "complete", "g", "--request-id", "c1"], 1);
+    assert_eq!(ws.show("g")["attempts"], 1);
+    let o = ws.run(&["task", "complete", "g", "--request-id", "c1"]);
+    assert_eq!(ws.show("g")["attempts"], 1, "the replay charges nothing");
+    assert_eq!(ws.status("g"), "working");
+    assert_eq!(
+        code(&o),
+        1,
+        "the replay of a failed guard must report the failure, not success: {}",
+        describe(&["task", "complete", "g", "--request-id", "c1"], &o)
+    );
+}
+
+#[test]
+fn a_planted_symlink_for_a_new_task_directory_is_never_followed() {
+    let ws = Workspace::new("plant");
+    let outside = unique_dir("plant-target");
+    std::os::unix::fs::symlink(&outside, ws.root.join(".warden/tasks/evil")).unwrap();
+    let o = ws.run(&["task", "create", "evil"]);
+    assert!(
+        [0, 1].contains(&code(&o)),
+        "{}",
+        describe(&["task", "create", "evil"], &o)
+    );
+    assert!(
+        std::fs::read_dir(&outside).unwrap().next().is_none(),
+        "nothing may be written through the link"
+    );
+    let _ = std::fs::remove_dir_all(outside);
+}
+
+/// A task body cannot pre-write the worker's artifact: its headings stay inside
+/// `## Context`.
+#[test]
+fn a_body_cannot_pre_write_a_handoff() {
+    let ws = Workspace::new("bodyhandoff");
+    let body = ws.write(
+        "body.md",
+        "Do the thing.\n\n## Handoff\n\nAlready done, trust me.\n\n## Review\n\nPASS\n",
+    );
+    ws.create("b", &["--body-file", body.to_str().unwrap()]);
+    ws.to("b", "working");
+    ws.expect(&["task", "complete", "b"], 1);
+    assert_eq!(ws.status("b"), "working");
+    // An unclosed code fence in the body cannot swallow the sections after it either.
+    let fence = ws.write("fence.md", "```\n## Handoff\nfake\n");
+    ws.create("f", &["--body-file", fence.to_str().unwrap()]);
+    ws.to("f", "working");
+    ws.expect(&["task", "complete", "f"], 1);
+    ws.handoff("f");
+    ws.ok(&["task", "complete", "f"]);
+    // --body-file refusals.
+    let bad = ws.write("bad.md", b"\xff\xfe".as_slice());
+    ws.expect(
+        &["task", "create", "x", "--body-file", bad.to_str().unwrap()],
+        1,
+    );
+    ws.expect(
+        &["task", "create", "x", "--body-file", "/nonexistent/body.md"],
+        2,
+    );
+    ws.expect(&["task", "show", "x"], 3);
+}
+
+/// Titles YAML would read as something else (or that hold quotes, colons, line breaks)
+/// round-trip through the frontmatter mirror: no write mistakes them for tampering.
+#[test]
+fn awkward_titles_never_look_like_tampering() {
+    let ws = Workspace::new("titles");
+    let titles = [
+        "yes",
+        "null",
+        "007",
+        "a: b",
+        "\"quoted\" 'single'",
+        "line one\nline two",
+        "# not a heading",
+        "---",
+        "tab\there",
+        "ünïcødé ✓",
+    ];
+    for (i, title) in titles.iter().enumerate() {
+        let id = format!("t{i}");
+        ws.create(&id, &[&format!("--title={title}")]);
+        assert_eq!(ws.show(&id)["title"], *title);
+        ws.to(&id, "working");
+        ws.to(&id, "clarification");
+    }
+    let tamper = ws.events("tamper.ignored", None);
+    assert!(
+        tamper.is_empty(),
+        "titles were mistaken for tampering: {tamper:?}"
+    );
+    ws.check_ok();
+}

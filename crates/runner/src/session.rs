@@ -83,7 +83,9 @@ pub enum SessionError {
         id: String,
     },
     /// A path that must be embedded in a tmux hook is not UTF-8.
-    #[error("path {0:?} is not valid UTF-8; move the project to a UTF-8 path or use agent.session = \"process\"")]
+    #[error(
+        "path {0:?} is not valid UTF-8; move the project to a UTF-8 path or use agent.session = \"process\""
+    )]
     NonUtf8Path(PathBuf),
     /// The session log could not be created or written.
     #[error("cannot write the session log {path}: {source}; check that the directory is writable")]
@@ -94,7 +96,9 @@ pub enum SessionError {
         source: std::io::Error,
     },
     /// The agent program could not be started.
-    #[error("cannot start {program:?}: {source}; check agent.command in .warden/warden.toml and PATH")]
+    #[error(
+        "cannot start {program:?}: {source}; check agent.command in .warden/warden.toml and PATH"
+    )]
     Spawn {
         /// The program (argv[0]).
         program: String,
@@ -102,10 +106,14 @@ pub enum SessionError {
         source: std::io::Error,
     },
     /// tmux is not installed.
-    #[error("tmux is not installed or not on PATH; install tmux or set agent.session = \"process\"")]
+    #[error(
+        "tmux is not installed or not on PATH; install tmux or set agent.session = \"process\""
+    )]
     TmuxMissing,
     /// A tmux command failed.
-    #[error("tmux {action} failed: {message}; if the server on {socket} is wedged, run `tmux -S {socket} kill-server`")]
+    #[error(
+        "tmux {action} failed: {message}; if the server on {socket} is wedged, run `tmux -S {socket} kill-server`"
+    )]
     Tmux {
         /// What was being done ("new-session", "list-panes", ...).
         action: &'static str,
@@ -125,7 +133,9 @@ pub enum SessionError {
         socket: String,
     },
     /// The exit report (`warden task exited …`) could not be run or failed.
-    #[error("exit report for task {task_id} session {session_id} failed: {message}; run `warden task exited {task_id} --session {session_id} --exit-code {code}` by hand")]
+    #[error(
+        "exit report for task {task_id} session {session_id} failed: {message}; run `warden task exited {task_id} --session {session_id} --exit-code {code}` by hand"
+    )]
     Report {
         /// The task.
         task_id: String,
@@ -183,7 +193,11 @@ fn session_path(spec: &SessionSpec) -> OsString {
         .map(|(_, v)| OsString::from(v))
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_default();
-    match spec.warden_exe.parent().filter(|d| !d.as_os_str().is_empty()) {
+    match spec
+        .warden_exe
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
         Some(dir) => {
             let mut p = dir.as_os_str().to_owned();
             if !base.is_empty() {
@@ -293,10 +307,7 @@ pub fn peek_log(log_path: &Path, lines: usize) -> String {
     let mut start = len;
     let mut buf: Vec<u8> = Vec::new();
     // One newline more than the lines wanted proves the first kept line is complete.
-    while start > 0
-        && len - start < MAX
-        && buf.iter().filter(|&&b| b == b'\n').count() <= lines
-    {
+    while start > 0 && len - start < MAX && buf.iter().filter(|&&b| b == b'\n').count() <= lines {
         let n = CHUNK.min(start);
         start -= n;
         let mut chunk = vec![0; n as usize];
@@ -530,7 +541,9 @@ pub struct TmuxPane {
     pub session_id: Option<String>,
     /// The pane's process has exited (the pane stays because of `remain-on-exit`).
     pub dead: bool,
-    /// For a dead pane: the exit code, 128 + signal, or 124 if it was expired.
+    /// For a dead pane: the exit code, 128 + signal, or 124 if it was expired. `None` while
+    /// the pane runs, and also for a dead pane whose exit status tmux has not collected
+    /// yet (see [`tmux_sweep`]).
     pub dead_status: Option<i32>,
     /// The pane's process id (also its process group id), while it runs.
     pub pid: Option<u32>,
@@ -556,24 +569,27 @@ fn tmux_command(program: &OsStr, socket: &Path) -> Command {
     c
 }
 
-/// Runs one tmux command line (possibly several commands joined by `;`), returning stdout.
+/// Runs one tmux command line (possibly several commands joined by `;`), returning stdout;
+/// `path` replaces the client's `PATH`.
 fn run_tmux_with(
     program: &OsStr,
     socket: &Path,
     action: &'static str,
     args: &[OsString],
+    path: Option<&OsStr>,
 ) -> Result<String, SessionError> {
-    let out = tmux_command(program, socket)
-        .args(args)
-        .output()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => SessionError::TmuxMissing,
-            _ => SessionError::Tmux {
-                action,
-                message: e.to_string(),
-                socket: socket.display().to_string(),
-            },
-        })?;
+    let mut cmd = tmux_command(program, socket);
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    let out = cmd.args(args).output().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => SessionError::TmuxMissing,
+        _ => SessionError::Tmux {
+            action,
+            message: e.to_string(),
+            socket: socket.display().to_string(),
+        },
+    })?;
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
@@ -587,7 +603,7 @@ fn run_tmux_with(
 
 fn run_tmux(socket: &Path, action: &'static str, args: &[&str]) -> Result<String, SessionError> {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    run_tmux_with(OsStr::new("tmux"), socket, action, &args)
+    run_tmux_with(OsStr::new("tmux"), socket, action, &args, None)
 }
 
 fn no_server(e: &SessionError) -> bool {
@@ -741,7 +757,15 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         args.push(";".into());
         args.extend(cmd.into_iter().map(tmux_arg));
     }
-    run_tmux_with(OsStr::new("tmux"), &socket, "new-session", &args)?;
+    // tmux gives a new pane the PATH of the client that created it, whatever `-e` says.
+    let path = session_path(&spec);
+    run_tmux_with(
+        OsStr::new("tmux"),
+        &socket,
+        "new-session",
+        &args,
+        Some(&path),
+    )?;
 
     // Durations this long mean "no timeout"; no thread is needed for them.
     if spec.timeout < Duration::from_secs(100 * 365 * 24 * 3600) {
@@ -776,7 +800,11 @@ const LIST_FORMAT: &str = "#{session_name}\t#{pane_dead}\t#{pane_dead_status}\t#
 
 /// A listed pane and whether [`tmux_sweep`] already reported it.
 fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, SessionError> {
-    let out = match run_tmux(socket, "list-panes", &["list-panes", "-a", "-F", LIST_FORMAT]) {
+    let out = match run_tmux(
+        socket,
+        "list-panes",
+        &["list-panes", "-a", "-F", LIST_FORMAT],
+    ) {
         Ok(out) => out,
         Err(e) if no_server(&e) => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -786,11 +814,23 @@ fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, SessionError> {
         .lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split('\t').collect();
-            let [name, dead, status, signal, timed_out, task, session, swept, pid] = f[..] else {
+            let [
+                name,
+                dead,
+                status,
+                signal,
+                timed_out,
+                task,
+                session,
+                swept,
+                pid,
+            ] = f[..]
+            else {
                 return None;
             };
             let dead = dead == "1";
-            let dead_status = dead.then(|| {
+            let collected = !status.is_empty() || !signal.is_empty();
+            let dead_status = (dead && collected).then(|| {
                 if !timed_out.is_empty() {
                     TIMEOUT_EXIT_CODE
                 } else if let Ok(c) = status.parse() {
@@ -826,7 +866,15 @@ pub fn tmux_capture(socket: &Path, name: &str, lines: usize) -> Result<String, S
     let out = run_tmux(
         socket,
         "capture-pane",
-        &["capture-pane", "-p", "-J", "-t", &target(name), "-S", &start],
+        &[
+            "capture-pane",
+            "-p",
+            "-J",
+            "-t",
+            &target(name),
+            "-S",
+            &start,
+        ],
     )?;
     Ok(out.trim_end().to_owned())
 }
@@ -876,26 +924,44 @@ pub fn tmux_remove(socket: &Path, name: &str) -> Result<(), SessionError> {
     }
 }
 
-/// The safety net for a `pane-died` hook that did not fire (a tmux crash, a failed report):
-/// calls `report` for every dead pane the sweep has not reported yet, sorted by name, and
-/// marks the pane as reported when `report` returns true (false retries on the next sweep).
-/// Returns how many panes were reported. The receiving side is idempotent, so reporting a
-/// pane whose hook did fire is harmless; [`report_exit`] is the usual `report`.
+/// The safety net for `pane-died` hooks; the supervisor calls it every ~250 ms in tmux mode.
+///
+/// tmux 3.3a sometimes sees a pane's terminal close but misses the SIGCHLD of its process:
+/// the pane shows as dead with no exit status, and the hook does not fire until some other
+/// child of the server exits. When any dead pane lacks its status, the sweep makes the
+/// server run `true`; that child's exit makes tmux collect every pending status, and the
+/// hooks fire as usual.
+///
+/// Then it calls `report` for every dead pane with a status that the sweep has not reported
+/// yet, sorted by name, and marks the pane when `report` returns true (false retries on the
+/// next sweep). This covers hooks that never ran (a failed report, a tmux restart). The
+/// receiving side is idempotent, so also reporting a pane whose hook did fire is harmless;
+/// [`report_exit`] is the usual `report`. Returns how many panes were reported.
 pub fn tmux_sweep(
     socket: &Path,
     mut report: impl FnMut(&TmuxPane) -> bool,
 ) -> Result<usize, SessionError> {
     let mut panes = list_panes(socket)?;
+    if panes.iter().any(|(p, _)| p.dead && p.dead_status.is_none()) {
+        run_tmux(socket, "run-shell", &["run-shell", "true"])?;
+        panes = list_panes(socket)?;
+    }
     panes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     let mut reported = 0;
     for (pane, swept) in panes {
-        if !pane.dead || swept || !report(&pane) {
+        if pane.dead_status.is_none() || swept || !report(&pane) {
             continue;
         }
         run_tmux(
             socket,
             "set-option",
-            &["set-option", "-t", &target(&pane.name), "@warden_swept", "1"],
+            &[
+                "set-option",
+                "-t",
+                &target(&pane.name),
+                "@warden_swept",
+                "1",
+            ],
         )?;
         reported += 1;
     }
@@ -964,6 +1030,7 @@ mod tests {
             Path::new("/tmp/none.sock"),
             "list-panes",
             &[],
+            None,
         )
         .unwrap_err();
         assert!(matches!(e, SessionError::TmuxMissing), "{e:?}");

@@ -606,9 +606,14 @@ fn run_tmux(socket: &Path, action: &'static str, args: &[&str]) -> Result<String
     run_tmux_with(OsStr::new("tmux"), socket, action, &args, None)
 }
 
+/// tmux found no server, or reached one that was exiting because its last session went
+/// ("server exited unexpectedly", or "no current target" from a server with no sessions).
 fn no_server(e: &SessionError) -> bool {
     matches!(e, SessionError::Tmux { message, .. }
-        if message.contains("no server running") || message.contains("error connecting"))
+        if message.contains("no server running")
+            || message.contains("error connecting")
+            || message.contains("server exited unexpectedly")
+            || message.contains("no current target"))
 }
 
 /// Protects an argument from tmux's command-line splitting, which treats any argument
@@ -759,13 +764,24 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
     }
     // tmux gives a new pane the PATH of the client that created it, whatever `-e` says.
     let path = session_path(&spec);
-    run_tmux_with(
-        OsStr::new("tmux"),
-        &socket,
-        "new-session",
-        &args,
-        Some(&path),
-    )?;
+    let mut tries = 0;
+    loop {
+        match run_tmux_with(
+            OsStr::new("tmux"),
+            &socket,
+            "new-session",
+            &args,
+            Some(&path),
+        ) {
+            // A server exiting as its last session went runs no command; the next try
+            // starts a fresh one.
+            Err(e) if no_server(&e) && tries < 3 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.map(drop)?,
+        };
+    }
 
     // Durations this long mean "no timeout"; no thread is needed for them.
     if spec.timeout < Duration::from_secs(100 * 365 * 24 * 3600) {
@@ -888,8 +904,12 @@ pub fn tmux_kill(socket: &Path, name: &str) -> Result<(), SessionError> {
         .find(|p| p.name == name)
         .and_then(|p| p.pid)
     {
-        // tmux starts each pane as a session leader, so its pid is its process group.
+        // tmux starts each pane as a session leader, so its pid is its process group; the
+        // pane itself is killed too in case it has not reached setsid yet.
         kill_group(pid);
+        if let Some(p) = Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        }
     }
     Ok(())
 }

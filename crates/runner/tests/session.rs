@@ -101,6 +101,19 @@ impl Fixture {
         }
     }
 
+    /// Waits up to 5 s for `needle` in the log: tmux's pipe-pane writes it asynchronously.
+    fn wait_log(&self, task: &str, needle: &str) {
+        let start = Instant::now();
+        while !self.log_text(task).contains(needle) {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{needle:?} not in log:\n{}",
+                self.log_text(task)
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn log_text(&self, task: &str) -> String {
         std::fs::read_to_string(self.log(task)).unwrap_or_default()
     }
@@ -382,7 +395,6 @@ fn tmux_reports_exit_code_logs_output_and_keeps_the_dead_pane() {
     assert_eq!(pane.dead_status, Some(7));
     assert_eq!(pane.task_id.as_deref(), Some("a.b"));
     assert_eq!(pane.session_id.as_deref(), Some("s1"));
-    let log = f.log_text("a.b");
     for want in [
         "--- session s1 (worker, task a.b) started ---",
         "hi\r\n",
@@ -390,21 +402,9 @@ fn tmux_reports_exit_code_logs_output_and_keeps_the_dead_pane() {
         "a.b worker\r\n",
         &format!("PATH={}:", f.exe.parent().unwrap().display()),
         "x;|#{session_name}|it's $HOME|b\\;|",
+        "--- session s1 exited with code 7 ---",
     ] {
-        assert!(log.contains(want), "{want:?} not in log:\n{log}");
-    }
-    // The hook's own note lands after the output.
-    let start = Instant::now();
-    while !f
-        .log_text("a.b")
-        .contains("--- session s1 exited with code 7 ---")
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{}",
-            f.log_text("a.b")
-        );
-        std::thread::sleep(Duration::from_millis(10));
+        f.wait_log("a.b", want);
     }
     assert!(tmux_capture(&tmux.0, &name, 50).unwrap().contains("hi"));
 
@@ -429,11 +429,7 @@ fn tmux_single_word_command_is_not_a_shell_line() {
     chmod_x(&prog);
     start_tmux(&tmux.0, &f.spec("t1", "s1", &[prog.to_str().unwrap()])).unwrap();
     f.expect_hook_report(&tmux, "t1", "s1", 0);
-    assert!(
-        f.log_text("t1").contains("single ok"),
-        "{}",
-        f.log_text("t1")
-    );
+    f.wait_log("t1", "single ok");
 }
 
 #[test]

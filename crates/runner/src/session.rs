@@ -541,7 +541,9 @@ pub struct TmuxPane {
     pub session_id: Option<String>,
     /// The pane's process has exited (the pane stays because of `remain-on-exit`).
     pub dead: bool,
-    /// For a dead pane: the exit code, 128 + signal, or 124 if it was expired.
+    /// For a dead pane: the exit code, 128 + signal, or 124 if it was expired. `None` while
+    /// the pane runs, and also for a dead pane whose exit status tmux has not collected
+    /// yet (see [`tmux_sweep`]).
     pub dead_status: Option<i32>,
     /// The pane's process id (also its process group id), while it runs.
     pub pid: Option<u32>,
@@ -567,24 +569,27 @@ fn tmux_command(program: &OsStr, socket: &Path) -> Command {
     c
 }
 
-/// Runs one tmux command line (possibly several commands joined by `;`), returning stdout.
+/// Runs one tmux command line (possibly several commands joined by `;`), returning stdout;
+/// `path` replaces the client's `PATH`.
 fn run_tmux_with(
     program: &OsStr,
     socket: &Path,
     action: &'static str,
     args: &[OsString],
+    path: Option<&OsStr>,
 ) -> Result<String, SessionError> {
-    let out = tmux_command(program, socket)
-        .args(args)
-        .output()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => SessionError::TmuxMissing,
-            _ => SessionError::Tmux {
-                action,
-                message: e.to_string(),
-                socket: socket.display().to_string(),
-            },
-        })?;
+    let mut cmd = tmux_command(program, socket);
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    let out = cmd.args(args).output().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => SessionError::TmuxMissing,
+        _ => SessionError::Tmux {
+            action,
+            message: e.to_string(),
+            socket: socket.display().to_string(),
+        },
+    })?;
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
@@ -598,12 +603,17 @@ fn run_tmux_with(
 
 fn run_tmux(socket: &Path, action: &'static str, args: &[&str]) -> Result<String, SessionError> {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    run_tmux_with(OsStr::new("tmux"), socket, action, &args)
+    run_tmux_with(OsStr::new("tmux"), socket, action, &args, None)
 }
 
+/// tmux found no server, or reached one that was exiting because its last session went
+/// ("server exited unexpectedly", or "no current target" from a server with no sessions).
 fn no_server(e: &SessionError) -> bool {
     matches!(e, SessionError::Tmux { message, .. }
-        if message.contains("no server running") || message.contains("error connecting"))
+        if message.contains("no server running")
+            || message.contains("error connecting")
+            || message.contains("server exited unexpectedly")
+            || message.contains("no current target"))
 }
 
 /// Protects an argument from tmux's command-line splitting, which treats any argument
@@ -752,7 +762,26 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         args.push(";".into());
         args.extend(cmd.into_iter().map(tmux_arg));
     }
-    run_tmux_with(OsStr::new("tmux"), &socket, "new-session", &args)?;
+    // tmux gives a new pane the PATH of the client that created it, whatever `-e` says.
+    let path = session_path(&spec);
+    let mut tries = 0;
+    loop {
+        match run_tmux_with(
+            OsStr::new("tmux"),
+            &socket,
+            "new-session",
+            &args,
+            Some(&path),
+        ) {
+            // A server exiting as its last session went runs no command; the next try
+            // starts a fresh one.
+            Err(e) if no_server(&e) && tries < 3 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.map(drop)?,
+        };
+    }
 
     // Durations this long mean "no timeout"; no thread is needed for them.
     if spec.timeout < Duration::from_secs(100 * 365 * 24 * 3600) {
@@ -816,7 +845,8 @@ fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, SessionError> {
                 return None;
             };
             let dead = dead == "1";
-            let dead_status = dead.then(|| {
+            let collected = !status.is_empty() || !signal.is_empty();
+            let dead_status = (dead && collected).then(|| {
                 if !timed_out.is_empty() {
                     TIMEOUT_EXIT_CODE
                 } else if let Ok(c) = status.parse() {
@@ -874,8 +904,12 @@ pub fn tmux_kill(socket: &Path, name: &str) -> Result<(), SessionError> {
         .find(|p| p.name == name)
         .and_then(|p| p.pid)
     {
-        // tmux starts each pane as a session leader, so its pid is its process group.
+        // tmux starts each pane as a session leader, so its pid is its process group; the
+        // pane itself is killed too in case it has not reached setsid yet.
         kill_group(pid);
+        if let Some(p) = Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        }
     }
     Ok(())
 }
@@ -910,20 +944,32 @@ pub fn tmux_remove(socket: &Path, name: &str) -> Result<(), SessionError> {
     }
 }
 
-/// The safety net for a `pane-died` hook that did not fire (a tmux crash, a failed report):
-/// calls `report` for every dead pane the sweep has not reported yet, sorted by name, and
-/// marks the pane as reported when `report` returns true (false retries on the next sweep).
-/// Returns how many panes were reported. The receiving side is idempotent, so reporting a
-/// pane whose hook did fire is harmless; [`report_exit`] is the usual `report`.
+/// The safety net for `pane-died` hooks; the supervisor calls it every ~250 ms in tmux mode.
+///
+/// tmux 3.3a sometimes sees a pane's terminal close but misses the SIGCHLD of its process:
+/// the pane shows as dead with no exit status, and the hook does not fire until some other
+/// child of the server exits. When any dead pane lacks its status, the sweep makes the
+/// server run `true`; that child's exit makes tmux collect every pending status, and the
+/// hooks fire as usual.
+///
+/// Then it calls `report` for every dead pane with a status that the sweep has not reported
+/// yet, sorted by name, and marks the pane when `report` returns true (false retries on the
+/// next sweep). This covers hooks that never ran (a failed report, a tmux restart). The
+/// receiving side is idempotent, so also reporting a pane whose hook did fire is harmless;
+/// [`report_exit`] is the usual `report`. Returns how many panes were reported.
 pub fn tmux_sweep(
     socket: &Path,
     mut report: impl FnMut(&TmuxPane) -> bool,
 ) -> Result<usize, SessionError> {
     let mut panes = list_panes(socket)?;
+    if panes.iter().any(|(p, _)| p.dead && p.dead_status.is_none()) {
+        run_tmux(socket, "run-shell", &["run-shell", "true"])?;
+        panes = list_panes(socket)?;
+    }
     panes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     let mut reported = 0;
     for (pane, swept) in panes {
-        if !pane.dead || swept || !report(&pane) {
+        if pane.dead_status.is_none() || swept || !report(&pane) {
             continue;
         }
         run_tmux(
@@ -1004,6 +1050,7 @@ mod tests {
             Path::new("/tmp/none.sock"),
             "list-panes",
             &[],
+            None,
         )
         .unwrap_err();
         assert!(matches!(e, SessionError::TmuxMissing), "{e:?}");

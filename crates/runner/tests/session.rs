@@ -1,0 +1,489 @@
+//! Sessions with real processes and a real tmux server: every end of a session must arrive
+//! as one run of `warden task exited` with the right task, session and exit code.
+//!
+//! The `warden` binary is stood in for by a shell script that records its arguments and
+//! `$WARDEN_DIR`; it lives in a directory whose name needs quoting everywhere.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use warden_runner::session::{
+    SessionError, SessionSpec, TmuxPane, peek_log, report_exit, start_process, start_tmux,
+    tmux_capture, tmux_kill, tmux_list, tmux_remove, tmux_sweep,
+};
+
+/// A directory name with a space, quotes, `$`, `#`, `%` and a trailing `;`.
+const AWKWARD: &str = "bin dir it's \"$HOME\" #{x} %s;";
+
+struct Fixture {
+    dir: PathBuf,
+    exe: PathBuf,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let dir =
+            std::env::temp_dir().join(format!("warden-session-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let bin = dir.join(AWKWARD);
+        std::fs::create_dir_all(&bin).unwrap();
+        let exe = bin.join("war den");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\nprintf '%s|%s\\n' \"$WARDEN_DIR\" \"$*\" >> \"$(dirname \"$0\")/reports\"\n",
+        )
+        .unwrap();
+        chmod_x(&exe);
+        let root = dir.join("project root");
+        std::fs::create_dir_all(root.join("work tree")).unwrap();
+        Fixture { dir, exe, root }
+    }
+
+    fn spec(&self, task: &str, session: &str, argv: &[&str]) -> SessionSpec {
+        SessionSpec {
+            task_id: task.into(),
+            session_id: session.into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: self.root.join("work tree"),
+            env: vec![
+                ("WARDEN_DIR".into(), self.root.display().to_string()),
+                ("WARDEN_TASK_ID".into(), task.into()),
+                ("WARDEN_TASK_FILE".into(), format!("/tasks/{task}/TASK.md")),
+                ("WARDEN_ROLE".into(), "worker".into()),
+            ],
+            log_path: self.log(task),
+            warden_exe: self.exe.clone(),
+            project_root: self.root.clone(),
+            timeout: Duration::from_secs(20),
+        }
+    }
+
+    fn log(&self, task: &str) -> PathBuf {
+        self.root.join(format!(".warden/tasks/{task}/output.log"))
+    }
+
+    fn reports(&self) -> String {
+        std::fs::read_to_string(self.exe.parent().unwrap().join("reports")).unwrap_or_default()
+    }
+
+    /// Waits up to 5 s for the report of `session`, and checks it says `code`.
+    fn expect_report(&self, task: &str, session: &str, code: i32) {
+        self.expect_report_from(None, task, session, code)
+    }
+
+    /// Same, for a tmux session: sweeps every 50 ms as the supervisor does, but without
+    /// reporting anything itself, so the report must come from the pane-died hook.
+    fn expect_hook_report(&self, tmux: &Server, task: &str, session: &str, code: i32) {
+        self.expect_report_from(Some(&tmux.0), task, session, code)
+    }
+
+    fn expect_report_from(&self, socket: Option<&Path>, task: &str, session: &str, code: i32) {
+        let want = format!(
+            "{}|task exited {task} --session {session} --exit-code {code}",
+            self.root.display()
+        );
+        let start = Instant::now();
+        loop {
+            let reports = self.reports();
+            if reports.lines().any(|l| l == want) {
+                return;
+            }
+            let tag = format!("--session {session} ");
+            if reports.contains(&tag) || start.elapsed() > Duration::from_secs(5) {
+                panic!("wanted {want:?}, reports are:\n{reports}");
+            }
+            if let Some(socket) = socket {
+                tmux_sweep(socket, |_| false).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits up to 5 s for `needle` in the log: tmux's pipe-pane writes it asynchronously.
+    fn wait_log(&self, task: &str, needle: &str) {
+        let start = Instant::now();
+        while !self.log_text(task).contains(needle) {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{needle:?} not in log:\n{}",
+                self.log_text(task)
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn log_text(&self, task: &str) -> String {
+        std::fs::read_to_string(self.log(task)).unwrap_or_default()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn chmod_x(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Whether a process has died (gone, or a zombie nobody has reaped yet), waiting up to 2 s.
+fn dies(pid: u32) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(stat)
+                if stat
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .starts_with('Z') =>
+            {
+                return true;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    false
+}
+
+fn read_pid(path: &Path) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no pid in {path:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Process mode
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn process_reports_exit_codes() {
+    let f = Fixture::new("codes");
+    let ok = start_process(&f.spec("t0", "s0", &["true"])).unwrap();
+    let three = start_process(&f.spec("t3", "s3", &["sh", "-c", "exit 3"])).unwrap();
+    assert_eq!(ok.join(), Some(0));
+    assert_eq!(three.join(), Some(3));
+    f.expect_report("t0", "s0", 0);
+    f.expect_report("t3", "s3", 3);
+    assert!(
+        f.log_text("t3")
+            .contains("--- session s3 exited with code 3 ---")
+    );
+}
+
+#[test]
+fn process_gets_env_cwd_path_and_its_output_is_logged() {
+    let f = Fixture::new("env");
+    let script = "echo out; echo err >&2; pwd; echo \"$WARDEN_TASK_ID $WARDEN_ROLE $WARDEN_TASK_FILE\"; \
+                  echo \"PATH=$PATH\"; echo \"argv=$1\"";
+    let spec = f.spec(
+        "t.1",
+        "s1",
+        &["sh", "-c", script, "sh", "$HOME; not a shell"],
+    );
+    start_process(&spec).unwrap().join();
+    let log = f.log_text("t.1");
+    for want in [
+        "--- session s1 (worker, task t.1) started ---",
+        "out\n",
+        "err\n",
+        &format!("{}\n", f.root.join("work tree").display()),
+        "t.1 worker /tasks/t.1/TASK.md\n",
+        &format!("PATH={}:", f.exe.parent().unwrap().display()),
+        "argv=$HOME; not a shell\n",
+    ] {
+        assert!(log.contains(want), "{want:?} not in log:\n{log}");
+    }
+    // A respawn appends to the same log.
+    start_process(&f.spec("t.1", "s2", &["echo", "second"]))
+        .unwrap()
+        .join();
+    let log = f.log_text("t.1");
+    assert!(log.contains("--- session s1 (") && log.contains("--- session s2 ("));
+    assert_eq!(
+        peek_log(&f.log("t.1"), 2),
+        "second\n--- session s2 exited with code 0 ---"
+    );
+    f.expect_report("t.1", "s1", 0);
+    f.expect_report("t.1", "s2", 0);
+}
+
+#[test]
+fn process_timeout_kills_the_group_and_reports_124() {
+    let f = Fixture::new("timeout");
+    let gpid = f.dir.join("gpid");
+    let mut spec = f.spec(
+        "t1",
+        "s1",
+        &[
+            "sh",
+            "-c",
+            "sleep 30 & echo $! > \"$1\"; sleep 30",
+            "sh",
+            gpid.to_str().unwrap(),
+        ],
+    );
+    spec.timeout = Duration::from_millis(300);
+    let s = start_process(&spec).unwrap();
+    let grandchild = read_pid(&gpid);
+    assert_eq!(s.join(), Some(124));
+    f.expect_report("t1", "s1", 124);
+    assert!(
+        dies(grandchild),
+        "the background sleep survived the timeout"
+    );
+    assert!(f.log_text("t1").contains("timed out after 0.3s"));
+}
+
+#[test]
+fn process_kill_kills_the_group_and_still_reports() {
+    let f = Fixture::new("kill");
+    let gpid = f.dir.join("gpid");
+    let s = start_process(&f.spec(
+        "t1",
+        "s1",
+        &[
+            "sh",
+            "-c",
+            "sleep 30 & echo $! > \"$1\"; wait",
+            "sh",
+            gpid.to_str().unwrap(),
+        ],
+    ))
+    .unwrap();
+    let grandchild = read_pid(&gpid);
+    assert!(s.is_alive());
+    s.kill();
+    assert_eq!(s.join(), Some(137));
+    f.expect_report("t1", "s1", 137);
+    assert!(dies(grandchild));
+    assert!(f.log_text("t1").contains("--- session s1 was killed ---"));
+}
+
+#[test]
+fn process_leftovers_die_with_the_session() {
+    let f = Fixture::new("leftovers");
+    let gpid = f.dir.join("gpid");
+    let s = start_process(&f.spec(
+        "t1",
+        "s1",
+        &[
+            "sh",
+            "-c",
+            "sleep 30 & echo $! > \"$1\"",
+            "sh",
+            gpid.to_str().unwrap(),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(s.join(), Some(0));
+    assert!(dies(read_pid(&gpid)));
+}
+
+#[test]
+fn process_start_errors() {
+    let f = Fixture::new("errors");
+    let check = |spec: SessionSpec, want: &str| {
+        let e = start_process(&spec).unwrap_err();
+        assert!(e.to_string().contains(want), "{e}");
+    };
+    check(f.spec("t1", "s1", &[]), "command is empty");
+    check(f.spec("t1", "S1", &["true"]), "invalid session id");
+    check(f.spec("T1", "s1", &["true"]), "invalid task id");
+    check(f.spec("t1", "s1", &["/nonexistent/agent"]), "cannot start");
+    assert!(f.reports().is_empty(), "nothing started, nothing reported");
+}
+
+#[test]
+fn failed_report_is_an_error() {
+    let f = Fixture::new("report");
+    let e = report_exit(Path::new("/bin/false"), &f.root, "t1", "s1", 3).unwrap_err();
+    assert!(e.to_string().contains("--exit-code 3` by hand"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Tmux mode
+// ---------------------------------------------------------------------------------------
+
+/// A private tmux server, killed when the test ends.
+struct Server(PathBuf);
+
+impl Server {
+    fn new(name: &str) -> Server {
+        // Socket paths are limited to ~100 bytes, so not inside the awkward fixture dir.
+        Server(std::env::temp_dir().join(format!("warden-tmux-{}-{name}.sock", std::process::id())))
+    }
+
+    fn pane(&self, name: &str) -> TmuxPane {
+        tmux_list(&self.0)
+            .unwrap()
+            .into_iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no pane {name}"))
+    }
+
+    fn wait_dead(&self, name: &str) -> TmuxPane {
+        let start = Instant::now();
+        loop {
+            let p = self.pane(name);
+            if p.dead {
+                return p;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{name} never died"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.0)
+            .arg("kill-server")
+            .output();
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn tmux_reports_exit_code_logs_output_and_keeps_the_dead_pane() {
+    let f = Fixture::new("tmux-exit");
+    let tmux = Server::new("tmux-exit");
+    let script = "echo hi; pwd; echo \"$WARDEN_TASK_ID $WARDEN_ROLE\"; echo \"PATH=$PATH\"; \
+                  printf '%s|' \"$@\"; echo; exit 7";
+    let spec = f.spec(
+        "a.b",
+        "s1",
+        &[
+            "sh",
+            "-c",
+            script,
+            "sh",
+            "x;",
+            "#{session_name}",
+            "it's $HOME",
+            "b\\;",
+        ],
+    );
+    let name = start_tmux(&tmux.0, &spec).unwrap();
+    assert_eq!(name, "warden-a+b");
+    f.expect_hook_report(&tmux, "a.b", "s1", 7);
+    let pane = tmux.wait_dead(&name);
+    assert_eq!(pane.dead_status, Some(7));
+    assert_eq!(pane.task_id.as_deref(), Some("a.b"));
+    assert_eq!(pane.session_id.as_deref(), Some("s1"));
+    for want in [
+        "--- session s1 (worker, task a.b) started ---",
+        "hi\r\n",
+        &format!("{}\r\n", f.root.join("work tree").display()),
+        "a.b worker\r\n",
+        &format!("PATH={}:", f.exe.parent().unwrap().display()),
+        "x;|#{session_name}|it's $HOME|b\\;|",
+        "--- session s1 exited with code 7 ---",
+    ] {
+        f.wait_log("a.b", want);
+    }
+    assert!(tmux_capture(&tmux.0, &name, 50).unwrap().contains("hi"));
+
+    // The task can start again once its session is dead; not while it lives.
+    let name = start_tmux(&tmux.0, &f.spec("a.b", "s2", &["sleep", "30"])).unwrap();
+    let e = start_tmux(&tmux.0, &f.spec("a.b", "s3", &["true"])).unwrap_err();
+    assert!(matches!(e, SessionError::TmuxSessionAlive { .. }), "{e}");
+    tmux_kill(&tmux.0, &name).unwrap();
+    f.expect_hook_report(&tmux, "a.b", "s2", 137);
+    assert_eq!(tmux.wait_dead(&name).dead_status, Some(137));
+    tmux_remove(&tmux.0, &name).unwrap();
+    assert!(tmux_list(&tmux.0).unwrap().is_empty());
+    tmux_remove(&tmux.0, &name).unwrap();
+}
+
+#[test]
+fn tmux_single_word_command_is_not_a_shell_line() {
+    let f = Fixture::new("tmux-single");
+    let tmux = Server::new("tmux-single");
+    let prog = f.exe.parent().unwrap().join("run me; $(oops)");
+    std::fs::write(&prog, "#!/bin/sh\necho single ok\n").unwrap();
+    chmod_x(&prog);
+    start_tmux(&tmux.0, &f.spec("t1", "s1", &[prog.to_str().unwrap()])).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s1", 0);
+    f.wait_log("t1", "single ok");
+}
+
+#[test]
+fn tmux_timeout_reports_124() {
+    let f = Fixture::new("tmux-timeout");
+    let tmux = Server::new("tmux-timeout");
+    let mut spec = f.spec("t1", "s1", &["sleep", "30"]);
+    spec.timeout = Duration::from_millis(300);
+    let name = start_tmux(&tmux.0, &spec).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s1", 124);
+    assert_eq!(tmux.wait_dead(&name).dead_status, Some(124));
+}
+
+#[test]
+fn tmux_sweep_reports_a_pane_whose_hook_did_not_fire() {
+    let f = Fixture::new("tmux-sweep");
+    let tmux = Server::new("tmux-sweep");
+    let name = start_tmux(&tmux.0, &f.spec("t1", "s1", &["sleep", "30"])).unwrap();
+    // Take the hook away, as if tmux had lost it, then end the session.
+    let unhook = Command::new("tmux")
+        .arg("-S")
+        .arg(&tmux.0)
+        .args(["set-hook", "-u", "-t", &format!("={name}:"), "pane-died"])
+        .status()
+        .unwrap();
+    assert!(unhook.success());
+    tmux_kill(&tmux.0, &name).unwrap();
+    tmux.wait_dead(&name);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        f.reports().is_empty(),
+        "the hook was removed: {}",
+        f.reports()
+    );
+
+    let report = |p: &TmuxPane| {
+        report_exit(
+            &f.exe,
+            &f.root,
+            p.task_id.as_deref().unwrap(),
+            p.session_id.as_deref().unwrap(),
+            p.dead_status.unwrap(),
+        )
+        .is_ok()
+    };
+    assert_eq!(tmux_sweep(&tmux.0, report).unwrap(), 1);
+    f.expect_report("t1", "s1", 137);
+    assert_eq!(tmux_sweep(&tmux.0, report).unwrap(), 0, "reported once");
+}
+
+#[test]
+fn tmux_without_a_server_lists_nothing() {
+    let socket = std::env::temp_dir().join(format!("warden-none-{}.sock", std::process::id()));
+    assert_eq!(tmux_list(&socket).unwrap(), vec![]);
+    assert_eq!(tmux_sweep(&socket, |_| true).unwrap(), 0);
+    tmux_remove(&socket, "warden-x").unwrap();
+}

@@ -147,7 +147,7 @@ impl Supervisor {
             }
             let finished = self.reap(on_event);
             let version = self.eng.store.data_version()?;
-            let sweep_due = last_sweep.elapsed() >= Duration::from_secs(2);
+            let sweep_due = last_sweep.elapsed() >= Duration::from_millis(250);
             if version != last_version || finished || sweep_due {
                 last_version = version;
                 if sweep_due {
@@ -242,31 +242,42 @@ impl Supervisor {
     /// Safety net: reports dead tmux panes and dead process sessions this runner does not
     /// own (adopted after a restart); the receiving side is idempotent.
     fn sweep(&mut self) -> Result<(), EngineError> {
-        let tasks = self.eng.tasks()?;
         let socket = tmux_socket(&self.eng.ws);
         let panes = if socket.exists() {
+            // tmux 3.3 sometimes misses a pane's exit until another child of the server
+            // exits; the sweep nudges it and reports what its hook may have missed.
+            let exe = self.opts.warden_exe.clone();
+            let root = self.eng.ws.root.clone();
+            let _ = session::tmux_sweep(&socket, |p| {
+                match (&p.task_id, &p.session_id, p.dead_status) {
+                    (Some(t), Some(s), Some(code)) => {
+                        session::report_exit(&exe, &root, t, s, code).is_ok()
+                    }
+                    _ => false,
+                }
+            });
             session::tmux_list(&socket).unwrap_or_default()
         } else {
             Vec::new()
         };
+        let tasks = self.eng.tasks()?;
+        let now = jiff::Timestamp::now();
         for t in &tasks {
             let Some(s) = t.live_session() else { continue };
-            if owned_here(&self.eng.ws.task_dir(t.id()), s) {
-                // A session of this process: its waiter reports the exit.
+            // A session is recorded just before it starts: give it time to appear.
+            let age = now.duration_since(t.updated_at());
+            if age < jiff::SignedDuration::from_secs(3) {
                 continue;
             }
-            let name = session::tmux_session_name(t.id().as_str());
-            let alive = match panes.iter().find(|p| p.name == name) {
-                Some(p) if !p.dead => true,
-                Some(p) => {
-                    self.report_exit(t.id(), s, p.dead_status);
-                    false
-                }
-                None => pid_file_alive(&self.eng.ws.task_dir(t.id()), s),
-            };
-            if !alive && !panes.iter().any(|p| p.name == name) {
-                self.report_exit(t.id(), s, None);
+            let dir = self.eng.ws.task_dir(t.id());
+            let in_tmux = panes.iter().any(|p| p.session_id.as_deref() == Some(s));
+            let process = matches!(read_pid_file(&dir), Some((ps, _, _)) if ps == s);
+            if in_tmux || (process && pid_file_alive(&dir, s)) {
+                continue;
             }
+            // Neither a pane nor a live host process: the session ended unreported
+            // (its host was killed, or the tmux server went away).
+            self.report_exit(t.id(), s, None);
         }
         Ok(())
     }
@@ -916,12 +927,7 @@ fn alive(pid: u32) -> bool {
         .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
 }
 
-/// Was this session started by this very process (whose waiter will report it)?
-fn owned_here(dir: &std::path::Path, session: &str) -> bool {
-    matches!(read_pid_file(dir), Some((s, _, owner)) if s == session && owner == std::process::id())
-}
-
-/// Is the process of a session started by an earlier supervisor still running?
+/// Is the process hosting a session (its `warden session-run`) still running?
 fn pid_file_alive(dir: &std::path::Path, session: &str) -> bool {
     matches!(read_pid_file(dir), Some((s, pid, _)) if s == session && alive(pid))
 }

@@ -75,6 +75,11 @@ enum Command {
     State(cmd_state::StateArgs),
     /// Replay the event log and compare it with the stored tasks; exit 1 on any difference.
     Check,
+    /// The terminal dashboard: every task, live; respawn, retry and cancel from it.
+    #[command(
+        after_help = "Keys: ↑↓/jk move · Enter respawn · p peek · r retry · c cancel · / filter · q quit"
+    )]
+    Dashboard,
     /// Run a sample plan end to end in a temporary workspace.
     Demo(demo::DemoArgs),
     /// A simulated agent for tests and the demo (runs inside a Warden session).
@@ -112,6 +117,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::History(a) => cmd_state::history(&g, a),
         Command::State(a) => cmd_state::state(&g, a),
         Command::Check => cmd_state::check(&g),
+        Command::Dashboard => warden_dashboard::run(app::find_workspace(&g)?)
+            .map_err(|e| CliError::new(e.exit_code(), e.message())),
         Command::Demo(a) => demo::run(&g, a),
         Command::AgentSim(a) => cmd_sim::run(a),
     }

@@ -25,6 +25,8 @@ const POLL: Duration = Duration::from_millis(200);
 /// How often the selected task's detail (output tail, TASK.md) is read again even when
 /// the store did not change: those files change without a commit.
 const DETAIL_REFRESH: Duration = Duration::from_secs(1);
+/// How often the screen is drawn when nothing changed, so ages stay current.
+const REDRAW: Duration = Duration::from_secs(1);
 
 /// Leaves the alternate screen and raw mode; safe to call more than once.
 fn restore() {
@@ -84,12 +86,19 @@ fn event_loop(
 ) -> Result<(), DashboardError> {
     let mut last_poll = Instant::now();
     let mut last_detail = Instant::now();
+    let mut last_draw = Instant::now();
+    let mut dirty = true;
     loop {
         if app.wants_detail().is_some() || last_detail.elapsed() >= DETAIL_REFRESH {
-            load_detail(engine, app);
+            dirty |= load_detail(engine, app);
             last_detail = Instant::now();
         }
-        term.draw(|f| render(f, app, engine.now()))?;
+        // Draw after a change, and once a second for the ages.
+        if dirty || last_draw.elapsed() >= REDRAW {
+            term.draw(|f| render(f, app, engine.now()))?;
+            last_draw = Instant::now();
+            dirty = false;
+        }
         let wait = POLL.saturating_sub(last_poll.elapsed());
         if event::poll(wait)? {
             // Drain every pending event before drawing again, so holding a key down
@@ -97,6 +106,7 @@ fn event_loop(
             loop {
                 match event::read()? {
                     Event::Key(k) if k.kind != KeyEventKind::Release => {
+                        dirty = true;
                         if let Some(cmd) = app.on_key(k) {
                             if cmd == Command::Quit {
                                 return Ok(());
@@ -107,7 +117,10 @@ fn event_loop(
                             last_detail = Instant::now() - DETAIL_REFRESH;
                         }
                     }
-                    Event::Resize(..) => term.autoresize()?,
+                    Event::Resize(..) => {
+                        term.autoresize()?;
+                        dirty = true;
+                    }
                     _ => {}
                 }
                 if !event::poll(Duration::ZERO)? {
@@ -122,12 +135,16 @@ fn event_loop(
                     *version = v;
                     reload(engine, app);
                     last_detail = Instant::now() - DETAIL_REFRESH;
+                    dirty = true;
                 }
                 Ok(_) => {}
-                Err(e) => app.set_message(Message {
-                    error: true,
-                    text: format!("error: {e}"),
-                }),
+                Err(e) => {
+                    app.set_message(Message {
+                        error: true,
+                        text: format!("error: {e}"),
+                    });
+                    dirty = true;
+                }
             }
         }
     }
@@ -140,11 +157,17 @@ fn reload(engine: &Engine, app: &mut App) {
     }
 }
 
-fn load_detail(engine: &Engine, app: &mut App) {
-    if let Some(t) = app.selected_task() {
-        let d = load::detail(engine, t);
-        app.set_detail(d);
+/// Loads the selected task's detail; says whether it differs from the one shown.
+fn load_detail(engine: &Engine, app: &mut App) -> bool {
+    let Some(t) = app.selected_task() else {
+        return false;
+    };
+    let d = load::detail(engine, t);
+    if app.detail() == Some(&d) {
+        return false;
     }
+    app.set_detail(d);
+    true
 }
 
 /// The status-line text of a refused or failed action, as the CLI prints it.

@@ -78,6 +78,11 @@ enum Command {
     Run(cmd_run::RunArgs),
     /// Replay the event log and compare it with the stored tasks; exit 1 on any difference.
     Check,
+    /// The terminal dashboard: every task, live; respawn, retry and cancel from it.
+    #[command(
+        after_help = "Keys: ↑↓/jk move · Enter respawn · p peek · r retry · c cancel · / filter · q quit"
+    )]
+    Dashboard,
     /// Run a sample plan end to end in a temporary workspace.
     Demo(demo::DemoArgs),
     /// A simulated agent for tests and the demo (runs inside a Warden session).
@@ -122,6 +127,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::State(a) => cmd_state::state(&g, a),
         Command::Run(a) => cmd_run::run(&g, a),
         Command::Check => cmd_state::check(&g),
+        Command::Dashboard => warden_dashboard::run(app::find_workspace(&g)?)
+            .map_err(|e| CliError::new(e.exit_code(), e.message())),
         Command::Demo(a) => demo::run(&g, a),
         Command::AgentSim(a) => cmd_sim::run(a),
         Command::SessionRun { spec } => cmd_run::session_run(&spec),

@@ -1,0 +1,399 @@
+//! The dashboard's state, free of I/O: the tasks in tree order, the filter, the selection,
+//! the detail of the selected task and the mode (filter, confirmation, peek). Keys turn
+//! into [`Command`]s that the terminal loop carries out against the store.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use warden_core::event::Event;
+use warden_core::model::{Status, Task, TaskId};
+use warden_core::progress::{GateStatus, Progress, TreeView, gate_status};
+use warden_core::tree::TreeIndex;
+
+/// How many of the selected task's events the detail pane keeps.
+pub const EVENTS_SHOWN: usize = 8;
+/// How many lines of `output.log` the detail keeps for the pane and the peek popup.
+pub const OUTPUT_LINES: usize = 200;
+
+/// One line of the task table: a task in tree order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Index into [`App::tasks`].
+    pub task: usize,
+    /// Depth in the tree (0 for a root).
+    pub depth: usize,
+    /// The derived gate status (`None` for a pending task ready to start).
+    pub gate: Option<GateStatus>,
+}
+
+/// A `## Name` section found in TASK.md.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SectionInfo {
+    /// The heading text.
+    pub name: String,
+    /// Has a non-whitespace character outside comments.
+    pub has_content: bool,
+    /// For `## Review`: the verdict (`PASS`/`FAIL`), if there is one.
+    pub verdict: Option<&'static str>,
+}
+
+/// What the detail pane shows about the selected task, gathered by the terminal loop.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Detail {
+    /// The task it belongs to.
+    pub id: Option<TaskId>,
+    /// Sections present in TASK.md, in file order (a repeated name once, as it counts).
+    pub sections: Vec<SectionInfo>,
+    /// Problems reading or parsing TASK.md, one line each.
+    pub problems: Vec<String>,
+    /// The last [`EVENTS_SHOWN`] events, oldest first.
+    pub events: Vec<Event>,
+    /// The memory, rendered (`warden_core::memory::render`); empty when there is none.
+    pub memory: String,
+    /// The last [`OUTPUT_LINES`] lines of `output.log`, made safe for the terminal.
+    pub output: Vec<String>,
+    /// Why there is no output (not captured yet, unreadable).
+    pub output_note: Option<String>,
+}
+
+/// What the keys are doing now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Moving around.
+    Normal,
+    /// Typing a filter after `/`.
+    Filter,
+    /// Waiting for `y`/`n` before cancelling this task.
+    ConfirmCancel(TaskId),
+    /// The output popup is open.
+    Peek,
+}
+
+/// An action for the terminal loop to carry out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Leave the dashboard.
+    Quit,
+    /// `task respawn ID`.
+    Respawn(TaskId),
+    /// `task retry ID` with no changes.
+    Retry(TaskId),
+    /// `task cancel ID` (confirmed).
+    Cancel(TaskId),
+}
+
+/// A one-line message in the status line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Shown as an error (red) rather than a confirmation.
+    pub error: bool,
+    /// The text, as the CLI would print it.
+    pub text: String,
+}
+
+/// The whole dashboard state. Rendering reads it; keys and reloads change it.
+#[derive(Debug)]
+pub struct App {
+    project: String,
+    tasks: Vec<Task>,
+    rows: Vec<Row>,
+    visible: Vec<usize>,
+    selected: usize,
+    /// The first visible table row, kept between frames so scrolling is smooth.
+    pub(crate) offset: Cell<usize>,
+    filter: String,
+    mode: Mode,
+    message: Option<Message>,
+    detail: Option<Detail>,
+    progress: Progress,
+    counts: Vec<(Status, usize)>,
+    dead: usize,
+}
+
+impl App {
+    /// An empty dashboard for the project named `project`.
+    pub fn new(project: impl Into<String>) -> App {
+        App {
+            project: project.into(),
+            tasks: Vec::new(),
+            rows: Vec::new(),
+            visible: Vec::new(),
+            selected: 0,
+            offset: Cell::new(0),
+            filter: String::new(),
+            mode: Mode::Normal,
+            message: None,
+            detail: None,
+            progress: Progress::of(std::iter::empty()),
+            counts: Vec::new(),
+            dead: 0,
+        }
+    }
+
+    /// Replaces the tasks (after a reload), keeping the selection on the same task when
+    /// it is still shown. The detail is kept until the loop loads a fresh one.
+    pub fn set_tasks(&mut self, tasks: Vec<Task>) {
+        let keep = self.selected_id().cloned();
+        self.tasks = tasks;
+        self.rows = tree_rows(&self.tasks);
+        let view = TreeView::new(&self.tasks);
+        self.progress = Progress::of(view.leaves());
+        self.counts = Status::ALL
+            .iter()
+            .map(|s| (*s, self.tasks.iter().filter(|t| t.status() == *s).count()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        self.dead = self.tasks.iter().filter(|t| t.is_dead()).count();
+        self.refilter(keep.as_ref());
+    }
+
+    fn refilter(&mut self, keep: Option<&TaskId>) {
+        let needle = self.filter.to_lowercase();
+        self.visible = (0..self.rows.len())
+            .filter(|&i| {
+                needle.is_empty() || {
+                    let t = &self.tasks[self.rows[i].task];
+                    t.id().as_str().contains(&needle)
+                        || t.spec.title.to_lowercase().contains(&needle)
+                }
+            })
+            .collect();
+        self.selected = keep
+            .and_then(|id| {
+                self.visible
+                    .iter()
+                    .position(|&r| self.tasks[self.rows[r].task].id() == id)
+            })
+            .unwrap_or(0)
+            .min(self.visible.len().saturating_sub(1));
+        if self.mode == Mode::Peek && self.selected_task().is_none() {
+            self.mode = Mode::Normal;
+        }
+    }
+
+    /// Handles one key press; returns what the terminal loop must do, if anything.
+    pub fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return Some(Command::Quit);
+        }
+        match self.mode.clone() {
+            Mode::Filter => {
+                match key.code {
+                    KeyCode::Enter => self.mode = Mode::Normal,
+                    KeyCode::Esc => {
+                        self.mode = Mode::Normal;
+                        self.set_filter(String::new());
+                    }
+                    KeyCode::Backspace => {
+                        let mut f = self.filter.clone();
+                        f.pop();
+                        self.set_filter(f);
+                    }
+                    KeyCode::Char(c) if !c.is_control() => {
+                        let f = format!("{}{c}", self.filter);
+                        self.set_filter(f);
+                    }
+                    KeyCode::Up => self.move_by(-1),
+                    KeyCode::Down => self.move_by(1),
+                    _ => {}
+                }
+                None
+            }
+            Mode::ConfirmCancel(id) => {
+                self.mode = Mode::Normal;
+                if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                    self.message = None;
+                    Some(Command::Cancel(id))
+                } else {
+                    self.message = Some(Message {
+                        error: false,
+                        text: format!("{id}: not cancelled"),
+                    });
+                    None
+                }
+            }
+            Mode::Peek => {
+                match key.code {
+                    KeyCode::Char('p') | KeyCode::Char('q') | KeyCode::Esc | KeyCode::Enter => {
+                        self.mode = Mode::Normal
+                    }
+                    KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
+                    KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
+                    _ => {}
+                }
+                None
+            }
+            Mode::Normal => self.on_normal_key(key),
+        }
+    }
+
+    fn on_normal_key(&mut self, key: KeyEvent) -> Option<Command> {
+        let id = self.selected_id().cloned();
+        match key.code {
+            KeyCode::Char('q') => return Some(Command::Quit),
+            KeyCode::Esc if !self.filter.is_empty() => self.set_filter(String::new()),
+            KeyCode::Esc => self.message = None,
+            KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
+            KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
+            KeyCode::PageUp => self.move_by(-10),
+            KeyCode::PageDown => self.move_by(10),
+            KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
+            KeyCode::End | KeyCode::Char('G') => {
+                self.selected = self.visible.len().saturating_sub(1)
+            }
+            KeyCode::Char('/') => {
+                self.mode = Mode::Filter;
+                self.message = None;
+            }
+            KeyCode::Enter => return id.map(Command::Respawn),
+            KeyCode::Char('r') => return id.map(Command::Retry),
+            KeyCode::Char('p') if id.is_some() => self.mode = Mode::Peek,
+            KeyCode::Char('c') => {
+                if let Some(id) = id {
+                    self.mode = Mode::ConfirmCancel(id);
+                    self.message = None;
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn move_by(&mut self, delta: isize) {
+        let last = self.visible.len().saturating_sub(1);
+        self.selected = self.selected.saturating_add_signed(delta).min(last);
+    }
+
+    /// Sets the filter (a case-insensitive substring of the id or the title).
+    pub fn set_filter(&mut self, filter: String) {
+        let keep = self.selected_id().cloned();
+        self.filter = filter;
+        self.refilter(keep.as_ref());
+    }
+
+    /// Selects the task with this id if it is shown.
+    pub fn select(&mut self, id: &TaskId) {
+        if let Some(p) = self
+            .visible
+            .iter()
+            .position(|&r| self.tasks[self.rows[r].task].id() == id)
+        {
+            self.selected = p;
+        }
+    }
+
+    /// Shows a message in the status line.
+    pub fn set_message(&mut self, message: Message) {
+        self.message = Some(message);
+    }
+
+    /// Replaces the detail of the selected task.
+    pub fn set_detail(&mut self, detail: Detail) {
+        self.detail = Some(detail);
+    }
+
+    /// The id whose detail must be loaded: the selected task, when the detail shown is
+    /// of another task (or there is none yet).
+    pub fn wants_detail(&self) -> Option<&TaskId> {
+        let id = self.selected_id()?;
+        match &self.detail {
+            Some(d) if d.id.as_ref() == Some(id) => None,
+            _ => Some(id),
+        }
+    }
+
+    /// The project's name.
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+    /// Every task, sorted by id.
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+    /// The table rows in tree order (before the filter).
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+    /// Indices into [`App::rows`] of the rows the filter lets through.
+    pub fn visible(&self) -> &[usize] {
+        &self.visible
+    }
+    /// The selected position in [`App::visible`].
+    pub fn selected(&self) -> usize {
+        self.selected
+    }
+    /// The selected task.
+    pub fn selected_task(&self) -> Option<&Task> {
+        let r = self.visible.get(self.selected)?;
+        Some(&self.tasks[self.rows[*r].task])
+    }
+    /// The selected task's id.
+    pub fn selected_id(&self) -> Option<&TaskId> {
+        self.selected_task().map(|t| t.id())
+    }
+    /// The selected row.
+    pub fn selected_row(&self) -> Option<&Row> {
+        self.visible.get(self.selected).map(|&r| &self.rows[r])
+    }
+    /// The filter text.
+    pub fn filter(&self) -> &str {
+        &self.filter
+    }
+    /// The mode.
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+    /// The status-line message.
+    pub fn message(&self) -> Option<&Message> {
+        self.message.as_ref()
+    }
+    /// The detail of the selected task, when it is loaded.
+    pub fn detail(&self) -> Option<&Detail> {
+        let d = self.detail.as_ref()?;
+        (d.id.as_ref() == self.selected_id()).then_some(d)
+    }
+    /// Project progress over the leaves.
+    pub fn progress(&self) -> Progress {
+        self.progress
+    }
+    /// Tasks per status, statuses with none left out, in lifecycle order.
+    pub fn counts(&self) -> &[(Status, usize)] {
+        &self.counts
+    }
+    /// How many tasks have a dead session.
+    pub fn dead(&self) -> usize {
+        self.dead
+    }
+}
+
+/// The table rows: every task depth-first in `(order, id)` order, with its depth and
+/// gate status.
+pub fn tree_rows(tasks: &[Task]) -> Vec<Row> {
+    let index_of: HashMap<&TaskId, usize> =
+        tasks.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
+    let status_of = |id: &TaskId| index_of.get(id).map(|&i| tasks[i].status());
+    let mut depth: HashMap<&TaskId, usize> = HashMap::with_capacity(tasks.len());
+    let order = TreeIndex::new(tasks).depth_first();
+    let mut rows = Vec::with_capacity(order.len());
+    for t in order {
+        let d = t
+            .spec
+            .parent
+            .as_ref()
+            .and_then(|p| depth.get(p))
+            .map_or(0, |d| d + 1);
+        depth.insert(t.id(), d);
+        let deps_done = t
+            .spec
+            .depends_on
+            .iter()
+            .all(|dep| status_of(dep) == Some(Status::Done));
+        rows.push(Row {
+            task: index_of[t.id()],
+            depth: d,
+            gate: gate_status(t, deps_done),
+        });
+    }
+    rows
+}

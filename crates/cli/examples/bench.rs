@@ -138,8 +138,9 @@ fn tree_rows(rows: &mut Vec<Row>) {
         let d = best(5, || {
             let nx = next.clone();
             let start = Instant::now();
-            let u = tree::apply_state_updates(&prev, nx, &selected, AgentStatus::Retry, None, &limits)
-                .unwrap();
+            let u =
+                tree::apply_state_updates(&prev, nx, &selected, AgentStatus::Retry, None, &limits)
+                    .unwrap();
             let e = start.elapsed();
             std::hint::black_box(u);
             e
@@ -159,7 +160,9 @@ fn tree_rows(rows: &mut Vec<Row>) {
         rows.push(Row {
             name: format!("2. tree reconcile, {n} nodes"),
             figure: ms(*d),
-            target: target_ms.map(|t| format!("< {t} ms")).unwrap_or_else(|| "linear".into()),
+            target: target_ms
+                .map(|t| format!("< {t} ms"))
+                .unwrap_or_else(|| "linear".into()),
             limit: format!("id index {}", ms(*limit)),
             ok: target_ms.map(|t| d.as_secs_f64() * 1e3 < t),
         });
@@ -177,7 +180,9 @@ fn tree_rows(rows: &mut Vec<Row>) {
 }
 
 fn parse_rows(rows: &mut Vec<Row>) {
-    let mut doc = String::from("---\nid: t\ntitle: \"A task\"\nstatus: working\nattempts: 1\n---\n# A task\n\n## Context\n");
+    let mut doc = String::from(
+        "---\nid: t\ntitle: \"A task\"\nstatus: working\nattempts: 1\n---\n# A task\n\n## Context\n",
+    );
     while doc.len() < 1 << 20 {
         doc.push_str("Some context line with `code` and *emphasis*, and a [link](http://x).\n\n```rust\nfn main() {}\n## not a heading\n```\n\n### Detail\n- item one\n- item two\n\n<!-- a comment with PASS -->\n");
     }
@@ -254,7 +259,11 @@ fn cli_rows(rows: &mut Vec<Row>, quick: bool) {
     let mut update = Vec::new();
     for i in 0..n {
         version.push(run(&dir, &["--version"]));
-        let to = if i % 2 == 0 { "clarification" } else { "working" };
+        let to = if i % 2 == 0 {
+            "clarification"
+        } else {
+            "working"
+        };
         update.push(run(&dir, &["task", "update", "t", "--status", to]));
     }
     let v50 = percentile(version.clone(), 0.5);
@@ -274,7 +283,11 @@ fn cli_rows(rows: &mut Vec<Row>, quick: bool) {
     let plan: Vec<String> = (0..1000)
         .map(|i| format!(r#"{{"id": "t{i}", "agent": "work {i}"}}"#))
         .collect();
-    std::fs::write(dir.join("plan.json"), format!(r#"{{"tasks": [{}]}}"#, plan.join(","))).unwrap();
+    std::fs::write(
+        dir.join("plan.json"),
+        format!(r#"{{"tasks": [{}]}}"#, plan.join(",")),
+    )
+    .unwrap();
     run(&dir, &["plan", "import", "plan.json"]);
     let list: Vec<Duration> = (0..n / 4).map(|_| run(&dir, &["task", "list"])).collect();
     let l50 = percentile(list, 0.5);
@@ -349,7 +362,12 @@ fn durable_rows(rows: &mut Vec<Row>, quick: bool) {
     let kids: Vec<_> = (0..8)
         .map(|k| {
             Command::new(std::env::current_exe().unwrap())
-                .args(["--child-writes", &dir.display().to_string(), &per.to_string(), &k.to_string()])
+                .args([
+                    "--child-writes",
+                    &dir.display().to_string(),
+                    &per.to_string(),
+                    &k.to_string(),
+                ])
                 .spawn()
                 .unwrap()
         })
@@ -371,7 +389,12 @@ fn durable_rows(rows: &mut Vec<Row>, quick: bool) {
     let kids: Vec<_> = (0..4)
         .map(|k| {
             Command::new(std::env::current_exe().unwrap())
-                .args(["--child-merges", &dir.display().to_string(), &per.to_string(), &k.to_string()])
+                .args([
+                    "--child-merges",
+                    &dir.display().to_string(),
+                    &per.to_string(),
+                    &k.to_string(),
+                ])
                 .spawn()
                 .unwrap()
         })
@@ -406,7 +429,12 @@ fn child_writes(dir: &str, n: usize, k: usize) {
                 artifacts: doc.artifacts.clone(),
                 ..Default::default()
             };
-            Ok(Decision::retryable(ops::transition(t, to, &input, &eng.ctx("TASK.md"))?))
+            Ok(Decision::retryable(ops::transition(
+                t,
+                to,
+                &input,
+                &eng.ctx("TASK.md"),
+            )?))
         });
     }
 }
@@ -428,7 +456,9 @@ fn child_merges(dir: &str, n: usize, k: usize) {
             let merged = warden_core::memory::merge(&cur, &delta, &caps);
             let ch = ops::record(
                 t,
-                vec![warden_core::event::EventKind::MemoryMerged { delta: delta.clone() }],
+                vec![warden_core::event::EventKind::MemoryMerged {
+                    delta: delta.clone(),
+                }],
                 &eng.ctx("TASK.md"),
             )?;
             Ok(Decision {
@@ -449,7 +479,11 @@ fn state_rows(rows: &mut Vec<Row>) {
         tasks.push(new_task(&format!("g{g:03}"), None, g));
     }
     for i in 0..n {
-        tasks.push(new_task(&format!("t{i:05}"), Some(&format!("g{:03}", i % 100)), i as i64));
+        tasks.push(new_task(
+            &format!("t{i:05}"),
+            Some(&format!("g{:03}", i % 100)),
+            i as i64,
+        ));
     }
     let input = warden_core::history::state_input("bench".into(), &tasks, &[], None);
     let d = best(5, || {
@@ -488,13 +522,21 @@ fn rss_kb(pid: u32) -> Option<u64> {
 
 fn supervisor_rows(rows: &mut Vec<Row>, quick: bool) {
     let mut figures = Vec::new();
-    for n in if quick { vec![1_000] } else { vec![1_000, 10_000] } {
+    for n in if quick {
+        vec![1_000]
+    } else {
+        vec![1_000, 10_000]
+    } {
         let dir = temp_dir(&format!("rss{n}"));
         run(&dir, &["init"]);
         let plan: Vec<String> = (0..n)
             .map(|i| format!(r#"{{"id": "t{i}", "work": "sleep 30"}}"#))
             .collect();
-        std::fs::write(dir.join("plan.json"), format!(r#"{{"tasks": [{}]}}"#, plan.join(","))).unwrap();
+        std::fs::write(
+            dir.join("plan.json"),
+            format!(r#"{{"tasks": [{}]}}"#, plan.join(",")),
+        )
+        .unwrap();
         run(&dir, &["plan", "import", "plan.json"]);
         let mut sup = Command::new(warden())
             .args(["run", "--max-parallel", "50"])
@@ -510,10 +552,15 @@ fn supervisor_rows(rows: &mut Vec<Row>, quick: bool) {
             std::thread::sleep(Duration::from_millis(200));
             peak = peak.max(rss_kb(sup.id()).unwrap_or(0));
         }
-        let _ = Command::new("kill").arg("-TERM").arg(sup.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(sup.id().to_string())
+            .status();
         let _ = sup.wait();
         // Stop the sleeping sessions.
-        let _ = Command::new("pkill").args(["-f", "warden session-run"]).status();
+        let _ = Command::new("pkill")
+            .args(["-f", "warden session-run"])
+            .status();
         let _ = Command::new("pkill").args(["-f", "sleep 30"]).status();
         figures.push((n, peak));
     }
@@ -548,9 +595,21 @@ fn main() {
     durable_rows(&mut rows, quick);
     state_rows(&mut rows);
     supervisor_rows(&mut rows, quick);
-    let w = rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(10);
-    let f = rows.iter().map(|r| r.figure.chars().count()).max().unwrap_or(10);
-    let t = rows.iter().map(|r| r.target.chars().count()).max().unwrap_or(10);
+    let w = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(10);
+    let f = rows
+        .iter()
+        .map(|r| r.figure.chars().count())
+        .max()
+        .unwrap_or(10);
+    let t = rows
+        .iter()
+        .map(|r| r.target.chars().count())
+        .max()
+        .unwrap_or(10);
     println!(
         "{:w$}  {:f$}  {:t$}  {:4}  physical limit (same run)",
         "figure", "measured", "target", "met"

@@ -337,8 +337,12 @@ fn list(app: &App, status: Option<String>) -> Result<(), CliError> {
         .iter()
         .filter(|t| filter.is_none_or(|s| t.status() == s))
         .collect();
+    let idx = warden_core::tree::TreeIndex::new(&all);
     if app.json {
-        let v: Vec<serde_json::Value> = shown.iter().map(|t| out::task_json(t, &all)).collect();
+        let v: Vec<serde_json::Value> = shown
+            .iter()
+            .map(|t| warden_store::engine::task_json_indexed(t, &idx))
+            .collect();
         out::json(&json!(v));
         return Ok(());
     }
@@ -357,7 +361,11 @@ fn list(app: &App, status: Option<String>) -> Result<(), CliError> {
         "ID", "STATUS", "GATE", "ATTEMPTS"
     );
     for t in shown {
-        let deps_done = deps_done(t, &all);
+        let deps_done = t
+            .spec
+            .depends_on
+            .iter()
+            .all(|d| idx.get(d).is_some_and(|x| x.status() == Status::Done));
         let gate = warden_core::progress::gate_status(t, deps_done)
             .map(|g| g.as_str())
             .unwrap_or("-");
@@ -375,14 +383,6 @@ fn list(app: &App, status: Option<String>) -> Result<(), CliError> {
     }
     out::print(&s);
     Ok(())
-}
-
-pub fn deps_done(t: &Task, all: &[Task]) -> bool {
-    t.spec.depends_on.iter().all(|d| {
-        all.iter()
-            .find(|x| x.id() == d)
-            .is_some_and(|x| x.status() == Status::Done)
-    })
 }
 
 fn show(app: &App, id: &warden_core::model::TaskId) -> Result<(), CliError> {

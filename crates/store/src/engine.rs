@@ -410,12 +410,24 @@ pub fn deps_done(t: &Task, all: &[Task]) -> bool {
 }
 
 /// The JSON of one task (`task show --json`, MCP `task_get`): DESIGN 4's fields plus the
-/// session and failure details.
+/// session and failure details. For many tasks, build one [`tree::TreeIndex`] and call
+/// [`task_json_indexed`].
 pub fn task_json(t: &Task, all: &[Task]) -> Value {
-    let children: Vec<String> = tree::children(all, t.id())
-        .into_iter()
-        .map(|c| c.to_string())
+    task_json_indexed(t, &tree::TreeIndex::new(all))
+}
+
+/// [`task_json`] with the tree already indexed (linear for a whole list).
+pub fn task_json_indexed(t: &Task, idx: &tree::TreeIndex<'_>) -> Value {
+    let children: Vec<&str> = idx
+        .children(t.id())
+        .iter()
+        .map(|c| c.id().as_str())
         .collect();
+    let deps_done = t
+        .spec
+        .depends_on
+        .iter()
+        .all(|d| idx.get(d).is_some_and(|x| x.status() == Status::Done));
     let phases: serde_json::Map<String, Value> = t
         .phases()
         .iter()
@@ -436,7 +448,7 @@ pub fn task_json(t: &Task, all: &[Task]) -> Value {
         "max_attempts": t.spec.max_attempts,
         "crash_count": t.crash_count(),
         "review_round": t.review_round(),
-        "gate": progress::gate_status(t, deps_done(t, all)).map(|g| g.as_str()),
+        "gate": progress::gate_status(t, deps_done).map(|g| g.as_str()),
         "phases": phases,
         "resume_from_phase": t.resume_from_phase().map(|p| p.as_str()),
         "auto_heal": t.auto_heal().iter().map(|p| p.as_str()).collect::<Vec<_>>(),

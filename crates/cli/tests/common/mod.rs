@@ -68,7 +68,10 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 /// A fresh, empty, unique directory under the system temp dir.
 pub fn unique_dir(name: &str) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let p = std::env::temp_dir().join(format!("warden-it-{}-{n}-{name}", std::process::id()));
+    let p = std::env::temp_dir().join(format!(
+        "warden-it-{}-{n}-{name}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&p);
     std::fs::create_dir_all(&p).expect("create temp dir");
     // Canonical, so paths printed by the binary compare equal.
@@ -281,11 +284,7 @@ impl Workspace {
 
     /// Writes a `## Review` whose verdict line says `verdict`.
     pub fn review(&self, id: &str, verdict: &str) {
-        self.add_section(
-            id,
-            "Review",
-            &format!("Verdict: {verdict}\n\nNotes from the reviewer."),
-        );
+        self.add_section(id, "Review", &format!("Verdict: {verdict}\n\nNotes from the reviewer."));
     }
 
     /// The value of a frontmatter field of TASK.md (plain or double-quoted).
@@ -311,10 +310,7 @@ impl Workspace {
                 out.push_str(line);
             }
         }
-        assert!(
-            found,
-            "TASK.md of {id} has no frontmatter field {field}:\n{t}"
-        );
+        assert!(found, "TASK.md of {id} has no frontmatter field {field}:\n{t}");
         self.write_task_md(id, &out);
     }
 }

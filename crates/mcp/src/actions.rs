@@ -607,3 +607,39 @@ pub fn task_md(eng: &Engine, id: &TaskId) -> Result<String, ToolError> {
         Err(e) => Err(e.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_is_what_the_cli_prints() {
+        let check = |e: ToolError, want: &str| assert_eq!(e.text(), want);
+        check(
+            ToolError::new(3, "no task x; list tasks with `warden task list`"),
+            "error: no task x; list tasks with `warden task list`",
+        );
+        check(
+            ToolError::refused("refused: pending → done is not allowed"),
+            "refused: pending → done is not allowed",
+        );
+        check(ToolError::usage("error: bad"), "error: bad");
+        check(
+            ToolError {
+                code: 1,
+                message: "refused: the postchecks of a failed".into(),
+                detail: Some("line 1\nline 2\n\n".into()),
+            },
+            "refused: the postchecks of a failed\nline 1\nline 2",
+        );
+    }
+
+    #[test]
+    fn ids_and_statuses_are_usage_errors() {
+        assert_eq!(task_id("../x").unwrap_err().code, 2);
+        assert_eq!(task_id("").unwrap_err().code, 2);
+        assert!(task_id("api.v2").is_ok());
+        assert_eq!(status("finished").unwrap_err().code, 2);
+        assert_eq!(status("agent-review").unwrap(), Status::AgentReview);
+    }
+}

@@ -127,3 +127,21 @@ fn session_role_from_env() -> Option<warden_core::model::Role> {
         .ok()
         .and_then(|r| warden_core::model::Role::parse(r.trim()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_parse_by_name() {
+        let check = |s: &str, want: Option<Role>| assert_eq!(s.parse::<Role>().ok(), want, "{s}");
+        check("orchestrator", Some(Role::Orchestrator));
+        check("agent", Some(Role::Agent));
+        check(" agent ", Some(Role::Agent));
+        check("worker", None);
+        check("", None);
+        for r in [Role::Orchestrator, Role::Agent] {
+            assert_eq!(r.as_str().parse::<Role>().ok(), Some(r));
+        }
+    }
+}

@@ -198,8 +198,7 @@ pub struct CancelParams {
 pub struct RetryParams {
     /// The stuck task's id.
     pub id: String,
-    /// New work (absent: keep the current work). Work cannot be removed, so it is
-    /// never null.
+    /// New work; absent keeps the current work (work cannot be removed: never null).
     #[serde(default, deserialize_with = "not_null")]
     #[schemars(with = "WorkSpecParam")]
     pub new_work: Option<WorkSpecParam>,

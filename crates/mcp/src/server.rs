@@ -41,6 +41,10 @@ pub const MAX_TEXT_BYTES: usize = 1 << 20;
 /// How much of an agent's refused request is kept in messages and tamper events.
 const SHOWN_CHARS: usize = 200;
 
+/// The longest error text returned (a guard's output tail is at most 2,000 characters);
+/// an error never echoes a huge argument back.
+const MAX_ERROR_CHARS: usize = 4000;
+
 const INSTRUCTIONS_ORCHESTRATOR: &str = "Warden is a deterministic state engine for coding-agent tasks. Agents write artifacts (sections of TASK.md such as `## Handoff` and `## Review`) and request transitions; Warden checks the evidence and decides. Start with `state` or `plan_show` to see the project, `plan_next` to pick work, `task_get` for one task, `history` for what happened. Create work with `task_create` or `plan_import`; move tasks with `task_update_status`, `task_complete` and `task_cancel`; run a stuck task again with `task_retry`. Refusals are tool errors whose first line says what is wrong and what to do.";
 
 const INSTRUCTIONS_AGENT: &str = "Warden tracks the task this session works on. Read it with `task_get` and your instructions with `prompt`; record what you learn with `memory_merge`. When the work is done, write a non-empty `## Handoff` section in TASK.md and call `task_complete` (the postchecks run then). A reviewer writes `## Review` with a first verdict line saying PASS or FAIL and calls `task_update_status`. Only this task and only your role's transitions are allowed; anything else is refused and recorded.";
@@ -68,6 +72,31 @@ fn shown(s: &str) -> String {
     }
 }
 
+/// At most `n` characters of `s`, saying how much was left out.
+fn clip(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    if count <= n {
+        return s.to_owned();
+    }
+    let mut t: String = s.chars().take(n).collect();
+    t.push_str(&format!("… ({} more characters)", count - n));
+    t
+}
+
+/// Clips the text of an error result (the SDK's argument errors echo what was sent).
+fn clip_error(mut resp: CallToolResponse) -> CallToolResponse {
+    if let CallToolResponse::Complete(r) = &mut resp
+        && r.is_error == Some(true)
+    {
+        for c in &mut r.content {
+            if let ContentBlock::Text(t) = c {
+                t.text = clip(&t.text, MAX_ERROR_CHARS);
+            }
+        }
+    }
+    resp
+}
+
 /// A successful tool result: pretty JSON text, and the object as structured content.
 fn ok_result(v: Value) -> CallToolResult {
     let text = serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string());
@@ -80,11 +109,11 @@ fn ok_result(v: Value) -> CallToolResult {
 
 /// A refusal: `isError`, the CLI's message as text, and `{error, exit_code, detail}`.
 fn err_result(e: &ToolError) -> CallToolResult {
-    let mut r = CallToolResult::error(vec![ContentBlock::text(e.text())]);
+    let mut r = CallToolResult::error(vec![ContentBlock::text(clip(&e.text(), MAX_ERROR_CHARS))]);
     r.structured_content = Some(json!({
-        "error": e.message,
+        "error": clip(&e.message, MAX_ERROR_CHARS),
         "exit_code": e.code,
-        "detail": e.detail,
+        "detail": e.detail.as_deref().map(|d| clip(d, MAX_ERROR_CHARS)),
     }));
     r
 }
@@ -696,8 +725,9 @@ impl ServerHandler for WardenServer {
             && let Some((path, n)) = oversized(&Value::Object(args.clone()), "")
         {
             let e = ToolError::refused(format!(
-                "refused: argument {path} of {} is {n} bytes; text arguments are limited to 1 MiB ({MAX_TEXT_BYTES} bytes), send a shorter one",
-                request.name
+                "refused: argument {} of {} is {n} bytes; text arguments are limited to 1 MiB ({MAX_TEXT_BYTES} bytes), send a shorter one",
+                shown(&path),
+                shown(&request.name)
             ));
             return Ok(err_result(&e).into());
         }
@@ -725,7 +755,7 @@ impl ServerHandler for WardenServer {
             return Ok(err_result(&e).into());
         }
         let tcc = ToolCallContext::new(self, request, context);
-        self.tools.call(tcc).await
+        self.tools.call(tcc).await.map(clip_error)
     }
 
     async fn list_tools(
@@ -920,5 +950,108 @@ impl ServerHandler for WardenServer {
             Err(e) if e.code == 1 || e.code == 2 => Err(ErrorData::invalid_params(e.text(), None)),
             Err(e) => Err(ErrorData::internal_error(e.text(), None)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversized_text_is_found_wherever_it_is() {
+        let big = "x".repeat(MAX_TEXT_BYTES + 1);
+        let edge = "é".repeat(MAX_TEXT_BYTES / 2);
+        let check = |v: Value, want: Option<&str>| {
+            let got = oversized(&v, "");
+            assert_eq!(got.as_ref().map(|(p, _)| p.as_str()), want, "{want:?}");
+        };
+        check(json!({"id": "a", "title": "fine"}), None);
+        check(json!({"title": edge}), None);
+        check(json!({"title": big}), Some("title"));
+        check(json!({"decisions": ["a", big]}), Some("decisions[1]"));
+        check(
+            json!({"plan": {"tasks": [{"id": "a"}, {"body": big}]}}),
+            Some("plan.tasks[1].body"),
+        );
+        check(json!({ big.clone(): 1 }), Some(big.as_str()));
+        check(json!({"n": 1, "b": true, "z": null}), None);
+    }
+
+    #[test]
+    fn each_role_may_request_only_its_own_targets() {
+        let check = |role: SessionRole, to: Status, allowed: bool| {
+            assert_eq!(role_targets(role).contains(&to), allowed, "{role} → {to}");
+        };
+        check(SessionRole::Worker, Status::AgentReview, true);
+        check(SessionRole::Worker, Status::Clarification, true);
+        check(SessionRole::Worker, Status::Done, false);
+        check(SessionRole::Worker, Status::Reviewing, false);
+        check(SessionRole::Worker, Status::Cancelled, false);
+        check(SessionRole::Reviewer, Status::Reviewing, true);
+        check(SessionRole::Reviewer, Status::Working, true);
+        check(SessionRole::Reviewer, Status::Stuck, true);
+        check(SessionRole::Reviewer, Status::AgentReview, false);
+        check(SessionRole::Reviewer, Status::Done, false);
+        for role in SessionRole::ALL {
+            for to in role_targets(*role) {
+                assert!(
+                    !to.is_terminal(),
+                    "an agent may never end a task: {role} → {to}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn errors_never_echo_huge_arguments() {
+        let huge = "y".repeat(MAX_TEXT_BYTES);
+        let e = ToolError::usage(format!("unknown status {huge:?}; use one of: …"));
+        let r = err_result(&e);
+        let text = r.content[0].as_text().map(|t| t.text.clone()).unwrap();
+        assert!(
+            text.chars().count() < MAX_ERROR_CHARS + 40,
+            "{}",
+            text.len()
+        );
+        assert!(
+            text.starts_with("error: unknown status \"yyy"),
+            "{}",
+            &text[..40]
+        );
+        assert!(
+            text.ends_with("more characters)"),
+            "{}",
+            &text[text.len() - 40..]
+        );
+        let raw: CallToolResponse =
+            CallToolResult::error(vec![ContentBlock::text(format!("unknown field `{huge}`"))])
+                .into();
+        let CallToolResponse::Complete(r) = clip_error(raw) else {
+            panic!("not complete")
+        };
+        assert!(r.content[0].as_text().unwrap().text.len() < MAX_ERROR_CHARS + 40);
+        assert_eq!(clip("short", 10), "short");
+    }
+
+    #[test]
+    fn shown_keeps_messages_short() {
+        assert_eq!(shown("abc"), "abc");
+        let long = "ü".repeat(SHOWN_CHARS + 5);
+        let s = shown(&long);
+        assert_eq!(s.chars().count(), SHOWN_CHARS + 1);
+        assert!(s.ends_with('…'));
+    }
+
+    #[test]
+    fn results_carry_the_message_and_the_exit_code() {
+        let e = ToolError::new(3, "no task x; list tasks with `warden task list`");
+        let r = err_result(&e);
+        assert_eq!(r.is_error, Some(true));
+        let sc = r.structured_content.unwrap();
+        assert_eq!(sc["exit_code"], 3);
+        let ok = ok_result(json!({"tasks": []}));
+        assert_eq!(ok.is_error, Some(false));
+        assert_eq!(ok.structured_content, Some(json!({"tasks": []})));
+        assert_eq!(ok_result(json!([1])).structured_content, None);
     }
 }

@@ -85,6 +85,11 @@ enum Command {
     Dashboard,
     /// Run a sample plan end to end in a temporary workspace.
     Demo(demo::DemoArgs),
+    /// Serve Warden over MCP on stdio: tools, resources (STATE.md, TASK.md) and prompts.
+    #[command(
+        after_help = "Examples:\n  claude mcp add warden -- warden mcp\n  warden mcp --role agent --task api   # only task api, only its role's transitions"
+    )]
+    Mcp(McpArgs),
     /// A simulated agent for tests and the demo (runs inside a Warden session).
     #[command(hide = true)]
     AgentSim(cmd_sim::SimArgs),
@@ -101,6 +106,17 @@ struct InitArgs {
     /// Store URL to write into warden.toml (default: the embedded SQLite store).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct McpArgs {
+    /// orchestrator (every tool) or agent (its own task only). Default: agent inside an
+    /// agent session ($WARDEN_ROLE set), else orchestrator.
+    #[arg(long, value_name = "ROLE")]
+    role: Option<warden_mcp::Role>,
+    /// The agent's task (default: $WARDEN_TASK_ID).
+    #[arg(long, value_name = "ID")]
+    task: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -130,6 +146,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Dashboard => warden_dashboard::run(app::find_workspace(&g)?)
             .map_err(|e| CliError::new(e.exit_code(), e.message())),
         Command::Demo(a) => demo::run(&g, a),
+        Command::Mcp(a) => {
+            let mcp_err = |e: warden_mcp::McpError| CliError::new(e.code, e.message);
+            let (role, task) = warden_mcp::resolve(a.role, a.task.as_deref()).map_err(mcp_err)?;
+            warden_mcp::run(app::find_workspace(&g)?, role, task).map_err(mcp_err)
+        }
         Command::AgentSim(a) => cmd_sim::run(a),
         Command::SessionRun { spec } => cmd_run::session_run(&spec),
     }

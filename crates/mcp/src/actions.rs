@@ -222,7 +222,7 @@ pub fn transition(
             reason: reason.clone(),
             ..Default::default()
         };
-        let ran = crate::glue::prepare_transition(eng, t, needs, &mut input);
+        let ran = warden_runner::pipeline::prepare_transition(eng, t, needs, &mut input);
         Ok(Decision {
             change: ops::transition(t, to, &input, &ctx)?,
             retryable: !ran,

@@ -4,7 +4,6 @@
 //! refusals and the same one-line messages.
 
 mod actions;
-mod glue;
 mod params;
 mod server;
 

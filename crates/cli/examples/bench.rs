@@ -587,14 +587,35 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    // `--only engine,tree,…` runs a subset (for profiling one figure).
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(str::to_owned).collect());
+    let want = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
     let mut rows = Vec::new();
-    engine_rows(&mut rows, quick);
-    tree_rows(&mut rows);
-    parse_rows(&mut rows);
-    cli_rows(&mut rows, quick);
-    durable_rows(&mut rows, quick);
-    state_rows(&mut rows);
-    supervisor_rows(&mut rows, quick);
+    if want("engine") {
+        engine_rows(&mut rows, quick);
+    }
+    if want("tree") {
+        tree_rows(&mut rows);
+    }
+    if want("parse") {
+        parse_rows(&mut rows);
+    }
+    if want("cli") {
+        cli_rows(&mut rows, quick);
+    }
+    if want("durable") {
+        durable_rows(&mut rows, quick);
+    }
+    if want("state") {
+        state_rows(&mut rows);
+    }
+    if want("supervisor") {
+        supervisor_rows(&mut rows, quick);
+    }
     let w = rows
         .iter()
         .map(|r| r.name.chars().count())

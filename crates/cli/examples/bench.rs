@@ -1,6 +1,7 @@
 //! Warden's benchmark table (run by `bench/run`): every figure beside its target and the
 //! physical limit measured in the same run, so the ratio means something on a shared,
 //! noisy machine. `cargo run --release -p warden --example bench -- [--quick]`.
+#![allow(clippy::print_stdout)] // the benchmark prints its table
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -418,7 +419,7 @@ fn child_writes(dir: &str, n: usize, k: usize) {
     let eng = engine_in(Path::new(dir));
     let id = TaskId::new("t").unwrap();
     for i in 0..n {
-        let to = if (i + k) % 2 == 0 {
+        let to = if (i + k).is_multiple_of(2) {
             Status::Clarification
         } else {
             Status::Working

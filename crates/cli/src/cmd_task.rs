@@ -515,6 +515,12 @@ fn report_write(app: &App, written: Written) -> Result<(), CliError> {
         }
         Written::Done(c, r) => (c, r),
     };
+    let failed = matches!(change.outcome, Outcome::GuardFailed { .. });
+    let response = if response.is_null() && (app.json || failed) {
+        app.engine.response_for(&change)?
+    } else {
+        response
+    };
     let after = change.after.as_ref();
     if let Some(err) = response.get("error").filter(|e| !e.is_null()) {
         if app.json {
@@ -594,6 +600,10 @@ fn exited(app: &App, id: &warden_core::model::TaskId, report: ExitReport) -> Res
         })
     })?;
     let (change, response) = match written {
+        Written::Done(c, r) if r.is_null() && app.json => {
+            let r = app.engine.response_for(&c)?;
+            (c, r)
+        }
         Written::Done(c, r) => (c, r),
         Written::Replayed(_) => return Ok(()),
     };
@@ -686,9 +696,9 @@ fn respawn(app: &App, id: &warden_core::model::TaskId) -> Result<(), CliError> {
             &app.ctx(&shown),
         )?))
     })?;
-    if let Written::Done(c, r) = &written {
+    if let Written::Done(c, _) = &written {
         if app.json {
-            out::json(r);
+            out::json(&app.engine.response_for(c)?);
         } else if let Some(t) = &c.after {
             out::line(&format!(
                 "{}: respawn requested; the running supervisor (or the next `warden run`) starts a new session",

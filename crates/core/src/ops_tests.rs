@@ -685,3 +685,40 @@ proptest! {
         prop_assert_eq!(go(), go());
     }
 }
+
+#[test]
+fn stuck_to_agent_review_needs_handoff_and_guard() {
+    let (t, _) = new_task(WorkflowKind::Review, true);
+    let t = transition(&t, Status::Working, &input(art(false, None), None), &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    let t = transition(&t, Status::Stuck, &input(art(false, None), None), &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    let e = transition(
+        &t,
+        Status::AgentReview,
+        &input(art(false, None), None),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Refusal::NeedsHandoff { .. }), "{e}");
+    let e = transition(
+        &t,
+        Status::AgentReview,
+        &input(art(true, None), None),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert_eq!(e.exit_code(), 5, "the guard must run: {e}");
+    let ch = transition(
+        &t,
+        Status::AgentReview,
+        &input(art(true, None), Some(GuardOutcome::Fail("x".into()))),
+        &ctx(),
+    )
+    .unwrap();
+    assert_eq!(ch.after.unwrap().status(), Status::Stuck);
+}

@@ -229,15 +229,28 @@ pub fn transition(
             memory: None,
         })
     })?;
-    report(written)
+    report(eng, written)
 }
 
 /// The result of a write: the task after it; a failed guard is an error whose message
 /// is the CLI's (the failed attempt is stored).
-fn report(written: Written) -> Res {
+fn report(eng: &Engine, written: Written) -> Res {
     let (change, response) = match written {
         Written::Replayed(resp) => {
-            return Ok(serde_json::from_str(&resp).unwrap_or(Value::String(resp)));
+            let v: Value = serde_json::from_str(&resp).unwrap_or(Value::String(resp));
+            // A repeated request gets the same answer, a failed guard's included.
+            if let Some(msg) = v["error"]["message"].as_str() {
+                return Err(ToolError {
+                    code: v["error"]["code"].as_i64().unwrap_or(1) as i32,
+                    message: msg.to_owned(),
+                    detail: v["error"]["detail"].as_str().map(str::to_owned),
+                });
+            }
+            return Ok(v);
+        }
+        Written::Done(c, r) if r.is_null() => {
+            let r = eng.response_for(&c).map_err(ToolError::from)?;
+            (c, r)
         }
         Written::Done(c, r) => (c, r),
     };
@@ -303,7 +316,7 @@ pub fn task_retry(eng: &Engine, p: RetryParams) -> Res {
     let written = eng.write_task(&id, None, |t, _doc| {
         Ok(Decision::retryable(ops::retry(t, &req, &eng.ctx(&shown))?))
     })?;
-    report(written)
+    report(eng, written)
 }
 
 /// `task_spawn`: records a request for a new session (as `warden task spawn`).
@@ -315,7 +328,7 @@ pub fn task_spawn(eng: &Engine, id: &TaskId) -> Res {
             &eng.ctx(&shown),
         )?))
     })?;
-    report(written)
+    report(eng, written)
 }
 
 /// `memory_get`: the seven fields.

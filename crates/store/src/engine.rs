@@ -127,7 +127,8 @@ impl Decision {
 /// The result of a write.
 #[derive(Debug)]
 pub enum Written {
-    /// Committed now; the JSON of the task after it.
+    /// Committed now; the JSON of the task after it when a request id was given (else
+    /// `null`: compute it with [`Engine::response_for`] when needed).
     Done(Box<Change>, Value),
     /// An earlier request with the same id was already applied: its response.
     Replayed(String),
@@ -215,7 +216,12 @@ impl Engine {
                 memory,
             } = decide(&task, &doc)?;
             let change = change.prepend(doc.tamper.clone(), &self.ctx(&shown))?;
-            let response = self.response_for(&change)?;
+            // The response is stored only for a request id; others compute it on demand
+            // (`response_for`), so a plain write never lists the whole project.
+            let response = match request {
+                Some(_) => self.response_for(&change)?,
+                None => Value::Null,
+            };
             let batch = Batch {
                 changes: vec![change.clone()],
                 memory: memory.into_iter().collect(),
@@ -264,7 +270,7 @@ impl Engine {
     /// The JSON a write prints (and stores for `--request-id`): the task after it, and
     /// under `error` the failure a stored outcome means (a failed guard), so a repeated
     /// request gets the same answer.
-    fn response_for(&self, change: &Change) -> Result<Value, EngineError> {
+    pub fn response_for(&self, change: &Change) -> Result<Value, EngineError> {
         let Some(t) = &change.after else {
             return Ok(Value::Null);
         };
@@ -395,7 +401,7 @@ impl Engine {
     /// Writes .warden/STATE.md atomically.
     pub fn write_state_md(&self) -> Result<(), EngineError> {
         let text = self.render_state()?;
-        files::write_atomic(&self.ws.state_md(), text.as_bytes())?;
+        files::write_view(&self.ws.state_md(), text.as_bytes())?;
         Ok(())
     }
 }

@@ -148,6 +148,18 @@ pub fn remove_stale_temps(path: &Path) {
 
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync of the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    write_replace(path, bytes, true)
+}
+
+/// Writes a *view* (a file Warden regenerates from the store: TASK.md's frontmatter
+/// mirror, STATE.md) atomically by rename, without fsync: a reader never sees a torn
+/// file, a kill -9 loses nothing (the page cache survives it), and after a power loss
+/// the next write regenerates the view from the store, which is fsynced.
+pub fn write_view(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    write_replace(path, bytes, false)
+}
+
+fn write_replace(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FileError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = temp_name(path);
     let result = (|| {
@@ -157,10 +169,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
             .open(&tmp)
             .map_err(|e| io(&tmp, e))?;
         f.write_all(bytes).map_err(|e| io(&tmp, e))?;
-        f.sync_all().map_err(|e| io(&tmp, e))?;
+        if durable {
+            f.sync_all().map_err(|e| io(&tmp, e))?;
+        }
         drop(f);
         std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
-        sync_dir(dir)
+        if durable { sync_dir(dir) } else { Ok(()) }
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -175,10 +189,10 @@ pub fn sync_dir(dir: &Path) -> Result<(), FileError> {
         .map_err(|e| io(dir, e))
 }
 
-/// Replaces the file at `path` with `update(current)`, but only if nobody changed it
+/// Replaces the view at `path` with `update(current)`, but only if nobody changed it
 /// since it was read: the file is re-read just before the rename and the update is
-/// recomputed when it differs, so an agent's concurrent body edit is never lost.
-/// Returns the text written.
+/// recomputed when it differs, so an agent's concurrent body edit is never lost. Like
+/// [`write_view`], it renames without fsync (see there). Returns the text written.
 pub fn update_text(
     base: &Path,
     path: &Path,
@@ -190,7 +204,6 @@ pub fn update_text(
         if new == current {
             return Ok(new);
         }
-        let dir = path.parent().unwrap_or(Path::new("."));
         let tmp = temp_name(path);
         {
             let mut f = std::fs::OpenOptions::new()
@@ -199,7 +212,6 @@ pub fn update_text(
                 .open(&tmp)
                 .map_err(|e| io(&tmp, e))?;
             f.write_all(new.as_bytes()).map_err(|e| io(&tmp, e))?;
-            f.sync_all().map_err(|e| io(&tmp, e))?;
         }
         // The window between this check and the rename is a few microseconds; an edit
         // that lands in it is caught by the agent's editor seeing a changed file.
@@ -209,7 +221,7 @@ pub fn update_text(
             continue;
         }
         std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
-        sync_dir(dir)?;
+        remove_stale_temps(path);
         return Ok(new);
     }
     Err(io(

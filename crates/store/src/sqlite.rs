@@ -78,6 +78,17 @@ impl SqliteStore {
             .conn
             .pragma_update(None, "synchronous", "FULL")
             .map_err(|e| store.err(e))?;
+        // Closing the last connection would checkpoint the WAL into the database and
+        // delete it (two more fsyncs, and a directory fsync to create it again on the
+        // next open). Every CLI call is a short process, so leave the WAL in place and
+        // let SQLite's automatic checkpoints (every 1000 pages) do that work.
+        store
+            .conn
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .map_err(|e| store.err(e))?;
         store.migrate()?;
         Ok(store)
     }

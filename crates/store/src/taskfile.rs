@@ -54,17 +54,13 @@ pub fn sync(ws: &Workspace, task: &Task) -> Result<(), FileError> {
     let dir = ws.task_dir(task.id());
     files::create_dir(&ws.dir, &dir)?;
     let path = ws.task_file(task.id());
-    files::remove_stale_temps(&path);
-    match files::read_text(&ws.dir, &path) {
+    let fm = artifact::mirror(task);
+    match files::update_text(&ws.dir, &path, |cur| artifact::with_frontmatter(cur, &fm)) {
+        Ok(_) => Ok(()),
         Err(FileError::Missing(_)) => {
-            files::write_atomic(&path, artifact::skeleton(task).as_bytes())?;
-            Ok(())
+            files::remove_stale_temps(&path);
+            files::write_view(&path, artifact::skeleton(task).as_bytes())
         }
         Err(e) => Err(e),
-        Ok(_) => {
-            let fm = artifact::mirror(task);
-            files::update_text(&ws.dir, &path, |cur| artifact::with_frontmatter(cur, &fm))?;
-            Ok(())
-        }
     }
 }

@@ -137,7 +137,7 @@ pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
 }
 
 /// The `merge-fi` phase: the branches of done dependencies into the task's worktree.
-pub fn merge_fi(eng: &Engine, t: &Task, all: &[Task]) -> PhaseResult {
+pub fn merge_fi(eng: &Engine, t: &Task) -> PhaseResult {
     if !has_worktree(eng, t) || t.spec.depends_on.is_empty() {
         return PhaseResult::new(Phase::MergeFi, PhaseStatus::Skipped, None);
     }
@@ -145,7 +145,7 @@ pub fn merge_fi(eng: &Engine, t: &Task, all: &[Task]) -> PhaseResult {
         .spec
         .depends_on
         .iter()
-        .filter_map(|d| all.iter().find(|x| x.id() == d))
+        .filter_map(|d| eng.store.get(d).ok().flatten())
         .filter(|d| d.status() == Status::Done && has_worktree(eng, d))
         .map(|d| d.branch())
         .collect();

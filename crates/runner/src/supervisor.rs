@@ -58,6 +58,9 @@ pub enum RunEvent {
     Active(Vec<(String, String, String, Instant)>),
 }
 
+/// Step threads at once (each holds its own store connection).
+const MAX_STEP_THREADS: usize = 8;
+
 /// A step running on its own thread: its handle, what it does, and since when.
 type Job = (JoinHandle<Result<(), EngineError>>, String, Instant);
 
@@ -136,6 +139,7 @@ impl Supervisor {
         let mut last_version = u64::MAX;
         let mut last_active: Vec<(String, String, String)> = Vec::new();
         let mut last_sweep = Instant::now();
+        let mut sessions_alive = true;
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 on_event(RunEvent::Log(
@@ -147,15 +151,20 @@ impl Supervisor {
             }
             let finished = self.reap(on_event);
             let version = self.eng.store.data_version()?;
-            let sweep_due = last_sweep.elapsed() >= Duration::from_millis(250);
+            // The sweep matters only while sessions run.
+            let sweep_due = sessions_alive && last_sweep.elapsed() >= Duration::from_millis(250);
             if version != last_version || finished || sweep_due {
                 last_version = version;
+                // One read of the tasks per pass, shared by the sweep, the scheduler and
+                // the display.
+                let tasks = self.eng.tasks()?;
                 if sweep_due {
                     last_sweep = Instant::now();
-                    self.sweep()?;
+                    self.sweep(&tasks)?;
                 }
-                let busy = self.tick(on_event)?;
-                let active: Vec<(String, String, String, Instant)> = self.active()?;
+                sessions_alive = tasks.iter().any(|t| t.live_session().is_some());
+                let busy = self.tick(&tasks, on_event)?;
+                let active: Vec<(String, String, String, Instant)> = self.active(&tasks);
                 let key: Vec<(String, String, String)> = active
                     .iter()
                     .map(|(a, b, c, _)| (a.clone(), b.clone(), c.clone()))
@@ -180,10 +189,9 @@ impl Supervisor {
     }
 
     /// Tasks being worked on now, for the progress display.
-    fn active(&self) -> Result<Vec<(String, String, String, Instant)>, EngineError> {
-        let tasks = self.eng.tasks()?;
+    fn active(&self, tasks: &[Task]) -> Vec<(String, String, String, Instant)> {
         let mut out = Vec::new();
-        for t in &tasks {
+        for t in tasks {
             if let Some((_, what, since)) = self.jobs.get(t.id()) {
                 out.push((
                     t.id().to_string(),
@@ -207,7 +215,7 @@ impl Supervisor {
                 ));
             }
         }
-        Ok(out)
+        out
     }
 
     /// Collects finished jobs and sessions; returns whether anything finished.
@@ -241,7 +249,7 @@ impl Supervisor {
 
     /// Safety net: reports dead tmux panes and dead process sessions this runner does not
     /// own (adopted after a restart); the receiving side is idempotent.
-    fn sweep(&mut self) -> Result<(), EngineError> {
+    fn sweep(&mut self, tasks: &[Task]) -> Result<(), EngineError> {
         let socket = tmux_socket(&self.eng.ws);
         let panes = if socket.exists() {
             // tmux 3.3 sometimes misses a pane's exit until another child of the server
@@ -260,9 +268,8 @@ impl Supervisor {
         } else {
             Vec::new()
         };
-        let tasks = self.eng.tasks()?;
         let now = jiff::Timestamp::now();
-        for t in &tasks {
+        for t in tasks {
             let Some(s) = t.live_session() else { continue };
             // A session is recorded just before it starts: give it time to appear.
             let age = now.duration_since(t.updated_at());
@@ -350,9 +357,12 @@ impl Supervisor {
     }
 
     /// One scheduling pass. Returns whether anything is running or could still run.
-    fn tick(&mut self, on_event: &mut dyn FnMut(RunEvent)) -> Result<bool, EngineError> {
-        let tasks = self.eng.tasks()?;
-        let idx = TreeIndex::new(&tasks);
+    fn tick(
+        &mut self,
+        tasks: &[Task],
+        on_event: &mut dyn FnMut(RunEvent),
+    ) -> Result<bool, EngineError> {
+        let idx = TreeIndex::new(tasks);
         let order: Vec<&Task> = idx.depth_first();
         let live = tasks.iter().filter(|t| t.live_session().is_some()).count();
         let mut busy = !self.jobs.is_empty() || live > 0;
@@ -377,10 +387,12 @@ impl Supervisor {
                 busy = true;
                 continue;
             }
-            let action = next_action(t, &tasks, &self.eng.config.limits);
+            let action = next_action(t, tasks, &self.eng.config.limits);
             let Some(action) = action else { continue };
             busy = true;
-            if slots == 0 {
+            // Steps are short (a phase, a session start); a few threads at a time keep the
+            // supervisor's memory flat however many sessions run.
+            if slots == 0 || self.jobs.len() >= MAX_STEP_THREADS {
                 continue;
             }
             if !self.lease(&id)? {
@@ -567,7 +579,6 @@ impl Step<'_> {
             if t.status() != Status::Working {
                 return Ok(());
             }
-            let all = self.eng.tasks()?;
             let done = |p: Phase| {
                 matches!(
                     t.phases().get(p),
@@ -588,7 +599,7 @@ impl Step<'_> {
                 return self.finish(&t);
             };
             let result = match phase {
-                Phase::MergeFi => pipeline::merge_fi(self.eng, &t, &all),
+                Phase::MergeFi => pipeline::merge_fi(self.eng, &t),
                 Phase::Prechecks => pipeline::prechecks(self.eng, &t),
                 // The work is a session — the agent, or the shell or process command — whose
                 // end arrives through `task exited`; the next pass continues from there.

@@ -78,6 +78,12 @@ impl SqliteStore {
             .conn
             .pragma_update(None, "synchronous", "FULL")
             .map_err(|e| store.err(e))?;
+        // A small page cache per connection: the supervisor opens one per task step, and
+        // a workspace's hot rows are few.
+        store
+            .conn
+            .pragma_update(None, "cache_size", -512)
+            .map_err(|e| store.err(e))?;
         // Closing the last connection would checkpoint the WAL into the database and
         // delete it (two more fsyncs, and a directory fsync to create it again on the
         // next open). Every CLI call is a short process, so leave the WAL in place and

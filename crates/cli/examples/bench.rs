@@ -267,6 +267,7 @@ fn cli_rows(rows: &mut Vec<Row>, quick: bool) {
         };
         update.push(run(&dir, &["task", "update", "t", "--status", to]));
     }
+    let _ = std::fs::remove_dir_all(&dir);
     let v50 = percentile(version.clone(), 0.5);
     let u50 = percentile(update.clone(), 0.5);
     let u99 = percentile(update, 0.99);
@@ -292,6 +293,7 @@ fn cli_rows(rows: &mut Vec<Row>, quick: bool) {
     run(&dir, &["plan", "import", "plan.json"]);
     let list: Vec<Duration> = (0..n / 4).map(|_| run(&dir, &["task", "list"])).collect();
     let l50 = percentile(list, 0.5);
+    let _ = std::fs::remove_dir_all(&dir);
     rows.push(Row {
         name: "   `task list`, 1,000 tasks (p50)".into(),
         figure: ms(l50),
@@ -406,6 +408,8 @@ fn durable_rows(rows: &mut Vec<Row>, quick: bool) {
     let rate = per_sec(per * 4, start.elapsed());
     let m = eng.store.memory(&id).unwrap().unwrap_or_default();
     let lost = per * 4 - m.decisions.len();
+    drop(eng);
+    let _ = std::fs::remove_dir_all(&dir);
     rows.push(Row {
         name: "8. durable memory merges, 4 processes".into(),
         figure: format!("{} ({lost} lost)", fmt_rate(rate)),
@@ -564,6 +568,7 @@ fn supervisor_rows(rows: &mut Vec<Row>, quick: bool) {
             .status();
         let _ = Command::new("pkill").args(["-f", "sleep 30"]).status();
         figures.push((n, peak));
+        let _ = std::fs::remove_dir_all(&dir);
     }
     let base = rss_kb(std::process::id()).unwrap_or(0);
     for (n, peak) in &figures {

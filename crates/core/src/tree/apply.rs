@@ -519,57 +519,58 @@ fn restore_person_fields(
     truth: &TaskSpec,
     explicit: PersonFields,
 ) {
-    let id = spec.id.clone();
-    let mut note = |stated: bool, field: &'static str, agent: String, true_value: String| {
-        if stated && agent != true_value {
-            out.push(TamperNote {
-                id: id.clone(),
-                field,
-                agent_value: agent,
-                true_value,
-            });
-        }
+    // Compare first and format only a difference: this runs for every node of the tree.
+    let mut note = |field: &'static str, agent: String, true_value: String| {
+        out.push(TamperNote {
+            id: spec.id.clone(),
+            field,
+            agent_value: agent,
+            true_value,
+        });
     };
     let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
     let spec_str = |w: &Option<crate::model::WorkSpec>| format!("{w:?}");
-    note(
-        explicit.depends_on,
-        "depends_on",
-        ids(&spec.depends_on),
-        ids(&truth.depends_on),
-    );
-    note(
-        explicit.work,
-        "work",
-        spec_str(&spec.spec.work),
-        spec_str(&truth.spec.work),
-    );
-    note(
-        explicit.prechecks,
-        "prechecks",
-        spec_str(&spec.spec.prechecks),
-        spec_str(&truth.spec.prechecks),
-    );
-    note(
-        explicit.postchecks,
-        "postchecks",
-        spec_str(&spec.spec.postchecks),
-        spec_str(&truth.spec.postchecks),
-    );
-    note(
-        explicit.max_attempts,
-        "max_attempts",
-        spec.max_attempts.to_string(),
-        truth.max_attempts.to_string(),
-    );
-    note(
-        explicit.workflow,
-        "workflow",
-        spec.workflow.to_string(),
-        truth.workflow.to_string(),
-    );
-    spec.depends_on = truth.depends_on.clone();
-    spec.spec = truth.spec.clone();
+    if explicit.depends_on && spec.depends_on != truth.depends_on {
+        note("depends_on", ids(&spec.depends_on), ids(&truth.depends_on));
+    }
+    if explicit.work && spec.spec.work != truth.spec.work {
+        note(
+            "work",
+            spec_str(&spec.spec.work),
+            spec_str(&truth.spec.work),
+        );
+    }
+    if explicit.prechecks && spec.spec.prechecks != truth.spec.prechecks {
+        let (a, t) = (
+            spec_str(&spec.spec.prechecks),
+            spec_str(&truth.spec.prechecks),
+        );
+        note("prechecks", a, t);
+    }
+    if explicit.postchecks && spec.spec.postchecks != truth.spec.postchecks {
+        let (a, t) = (
+            spec_str(&spec.spec.postchecks),
+            spec_str(&truth.spec.postchecks),
+        );
+        note("postchecks", a, t);
+    }
+    if explicit.max_attempts && spec.max_attempts != truth.max_attempts {
+        let (a, t) = (
+            spec.max_attempts.to_string(),
+            truth.max_attempts.to_string(),
+        );
+        note("max_attempts", a, t);
+    }
+    if explicit.workflow && spec.workflow != truth.workflow {
+        let (a, t) = (spec.workflow.to_string(), truth.workflow.to_string());
+        note("workflow", a, t);
+    }
+    if spec.depends_on != truth.depends_on {
+        spec.depends_on = truth.depends_on.clone();
+    }
+    if spec.spec != truth.spec {
+        spec.spec = truth.spec.clone();
+    }
     spec.max_attempts = truth.max_attempts;
     spec.workflow = truth.workflow;
 }

@@ -74,71 +74,79 @@ impl fmt::Display for Path<'_> {
 /// `work` and `agent`; `max_attempts` ≥ 1. Reports every problem, in a deterministic
 /// order (by kind, then by id), whatever the order of `nodes`.
 pub fn validate_plan(nodes: &[PlanNode], existing: &[TaskId]) -> Result<(), Vec<PlanError>> {
-    // Sorting once by id makes every report independent of the file's order.
-    let mut sorted: Vec<usize> = (0..nodes.len()).collect();
-    sorted.sort_by(|&a, &b| nodes[a].id.cmp(&nodes[b].id));
-
-    let mut errors = Vec::new();
+    // One pass builds the index (the first in file order stands for a repeated id) and
+    // counts repeats; each kind of problem is sorted by id at the end, so the report
+    // does not depend on the file's order.
     let mut index: HashMap<&TaskId, usize> = HashMap::with_capacity(nodes.len());
-    let mut k = 0;
-    while k < sorted.len() {
-        let id = &nodes[sorted[k]].id;
-        let mut j = k + 1;
-        while j < sorted.len() && &nodes[sorted[j]].id == id {
-            j += 1;
+    let mut repeats: HashMap<&TaskId, usize> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if index.insert(&n.id, i).is_some() {
+            *repeats.entry(&n.id).or_insert(1) += 1;
         }
-        if j - k > 1 {
-            errors.push(PlanError::DuplicateId {
-                id: id.clone(),
-                count: j - k,
-            });
+    }
+    for (id, _) in repeats.iter() {
+        // Keep the first occurrence, not the last insert.
+        if let Some(first) = nodes.iter().position(|n| &n.id == *id) {
+            index.insert(id, first);
         }
-        // The first in file order stands for the id in the graph checks below.
-        let first = sorted[k..j].iter().copied().min().unwrap_or(sorted[k]);
-        index.insert(id, first);
-        k = j;
     }
     let existing: HashSet<&TaskId> = existing.iter().collect();
     let known = |id: &TaskId| index.contains_key(id) || existing.contains(id);
 
-    for &i in &sorted {
-        let n = &nodes[i];
+    let mut duplicates: Vec<PlanError> = repeats
+        .iter()
+        .map(|(id, count)| PlanError::DuplicateId {
+            id: (*id).clone(),
+            count: *count,
+        })
+        .collect();
+    let mut parents = Vec::new();
+    let mut deps = Vec::new();
+    let mut work_and_agent = Vec::new();
+    let mut zero = Vec::new();
+    for n in nodes {
         match &n.parent {
-            Some(p) if p == &n.id => errors.push(PlanError::SelfParent(n.id.clone())),
-            Some(p) if !known(p) => errors.push(PlanError::UnknownParent {
+            Some(p) if p == &n.id => parents.push(PlanError::SelfParent(n.id.clone())),
+            Some(p) if !known(p) => parents.push(PlanError::UnknownParent {
                 id: n.id.clone(),
                 parent: p.clone(),
             }),
             _ => {}
         }
-    }
-    for &i in &sorted {
-        let n = &nodes[i];
         for d in &n.depends_on {
             if !known(d) {
-                errors.push(PlanError::UnknownDependency {
+                deps.push(PlanError::UnknownDependency {
                     id: n.id.clone(),
                     dependency: d.clone(),
                 });
             }
         }
+        if n.work.is_some() && n.agent.is_some() {
+            work_and_agent.push(PlanError::WorkAndAgent(n.id.clone()));
+        }
+        if n.max_attempts == Some(0) {
+            zero.push(PlanError::ZeroMaxAttempts(n.id.clone()));
+        }
     }
+    duplicates.sort_by(|a, b| error_id(a).cmp(error_id(b)));
+    parents.sort_by(|a, b| error_id(a).cmp(error_id(b)));
+    deps.sort_by(|a, b| error_id(a).cmp(error_id(b)));
+    work_and_agent.sort_by(|a, b| error_id(a).cmp(error_id(b)));
+    zero.sort_by(|a, b| error_id(a).cmp(error_id(b)));
+
+    let mut errors = duplicates;
+    errors.extend(parents);
+    errors.extend(deps);
 
     // Graph checks over the file's nodes only: existing tasks cannot point back into it.
-    let graph_nodes: Vec<usize> = {
-        let mut v: Vec<usize> = index.values().copied().collect();
-        v.sort_by(|&a, &b| nodes[a].id.cmp(&nodes[b].id));
-        v
-    };
+    // A linear test first (peel every node that reaches no cycle); only a plan that has
+    // a cycle pays for the deterministic walk that names it.
     let parent_edges = |i: usize| -> Vec<usize> {
         match nodes[i].parent.as_ref().and_then(|p| index.get(p)) {
             Some(&p) if nodes[p].id != nodes[i].id => vec![p],
             _ => Vec::new(),
         }
     };
-    for cycle in find_cycles(nodes.len(), &graph_nodes, parent_edges) {
-        errors.push(PlanError::ParentCycle(path_ids(nodes, &cycle)));
-    }
     let dep_edges = |i: usize| -> Vec<usize> {
         nodes[i]
             .depends_on
@@ -146,27 +154,120 @@ pub fn validate_plan(nodes: &[PlanNode], existing: &[TaskId]) -> Result<(), Vec<
             .filter_map(|d| index.get(d).copied())
             .collect()
     };
-    for cycle in find_cycles(nodes.len(), &graph_nodes, dep_edges) {
-        errors.push(PlanError::DependencyCycle(path_ids(nodes, &cycle)));
-    }
-
-    for &i in &sorted {
-        let n = &nodes[i];
-        if n.work.is_some() && n.agent.is_some() {
-            errors.push(PlanError::WorkAndAgent(n.id.clone()));
+    let members: Vec<usize> = {
+        let mut v: Vec<usize> = index.values().copied().collect();
+        v.sort_unstable();
+        v
+    };
+    let parent_acyclic = acyclic(nodes.len(), &members, |i, out| {
+        if let Some(&p) = nodes[i].parent.as_ref().and_then(|p| index.get(p))
+            && nodes[p].id != nodes[i].id
+        {
+            out.push(p);
+        }
+    });
+    let dep_acyclic = acyclic(nodes.len(), &members, |i, out| {
+        out.extend(
+            nodes[i]
+                .depends_on
+                .iter()
+                .filter_map(|d| index.get(d).copied()),
+        );
+    });
+    if !parent_acyclic || !dep_acyclic {
+        let graph_nodes: Vec<usize> = {
+            let mut v = members.clone();
+            v.sort_by(|&a, &b| nodes[a].id.cmp(&nodes[b].id));
+            v
+        };
+        if !parent_acyclic {
+            for cycle in find_cycles(nodes.len(), &graph_nodes, parent_edges) {
+                errors.push(PlanError::ParentCycle(path_ids(nodes, &cycle)));
+            }
+        }
+        if !dep_acyclic {
+            for cycle in find_cycles(nodes.len(), &graph_nodes, dep_edges) {
+                errors.push(PlanError::DependencyCycle(path_ids(nodes, &cycle)));
+            }
         }
     }
-    for &i in &sorted {
-        let n = &nodes[i];
-        if n.max_attempts == Some(0) {
-            errors.push(PlanError::ZeroMaxAttempts(n.id.clone()));
-        }
-    }
+    errors.extend(work_and_agent);
+    errors.extend(zero);
     if errors.is_empty() {
         Ok(())
     } else {
         Err(errors)
     }
+}
+
+/// The task an error is about (for sorting a kind's errors by id).
+fn error_id(e: &PlanError) -> &TaskId {
+    match e {
+        PlanError::DuplicateId { id, .. }
+        | PlanError::UnknownParent { id, .. }
+        | PlanError::UnknownDependency { id, .. } => id,
+        PlanError::SelfParent(id)
+        | PlanError::WorkAndAgent(id)
+        | PlanError::ZeroMaxAttempts(id) => id,
+        PlanError::ParentCycle(p) | PlanError::DependencyCycle(p) => &p[0],
+    }
+}
+
+/// Is the graph over `members` free of cycles? Kahn's peeling on flat (CSR) arrays:
+/// linear, one allocation per array, no per-node vectors.
+fn acyclic(n: usize, members: &[usize], edges: impl Fn(usize, &mut Vec<usize>)) -> bool {
+    let mut start = vec![0u32; n + 1];
+    let mut targets: Vec<usize> = Vec::with_capacity(members.len());
+    let mut is_member = vec![false; n];
+    for &i in members {
+        is_member[i] = true;
+    }
+    // Out-edges in CSR form, indexed by node.
+    let mut out_of: Vec<(u32, u32)> = vec![(0, 0); n];
+    let mut buf = Vec::new();
+    for &i in members {
+        buf.clear();
+        edges(i, &mut buf);
+        let from = targets.len() as u32;
+        targets.extend(buf.iter().copied().filter(|j| is_member[*j]));
+        out_of[i] = (from, targets.len() as u32);
+    }
+    // In-degree counts give the reverse CSR.
+    for &j in &targets {
+        start[j + 1] += 1;
+    }
+    for k in 0..n {
+        start[k + 1] += start[k];
+    }
+    let mut fill = start.clone();
+    let mut reverse = vec![0usize; targets.len()];
+    for &i in members {
+        let (a, b) = out_of[i];
+        for &j in &targets[a as usize..b as usize] {
+            reverse[fill[j] as usize] = i;
+            fill[j] += 1;
+        }
+    }
+    let mut out_degree: Vec<u32> = vec![0; n];
+    let mut queue = Vec::new();
+    for &i in members {
+        let (a, b) = out_of[i];
+        out_degree[i] = b - a;
+        if a == b {
+            queue.push(i);
+        }
+    }
+    let mut removed = 0usize;
+    while let Some(i) = queue.pop() {
+        removed += 1;
+        for &p in &reverse[start[i] as usize..start[i + 1] as usize] {
+            out_degree[p] -= 1;
+            if out_degree[p] == 0 {
+                queue.push(p);
+            }
+        }
+    }
+    removed == members.len()
 }
 
 fn path_ids(nodes: &[PlanNode], cycle: &[usize]) -> Vec<TaskId> {

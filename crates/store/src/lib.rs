@@ -8,6 +8,8 @@
 pub mod config;
 pub mod engine;
 pub mod files;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod sqlite;
 pub mod taskfile;
 pub mod workspace;

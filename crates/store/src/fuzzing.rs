@@ -10,8 +10,11 @@ use warden_core::ops::{self, Ctx, Initial, TransitionInput};
 use warden_core::tree::{self, AgentStatus, GuardOutcome, PlanFile};
 use warden_core::workflow::{Workflow, WorkflowDef};
 
+/// A fuzz target: arbitrary bytes in, a panic on a broken invariant.
+pub type Target = fn(&[u8]);
+
 /// The targets, by name (the names of `fuzz/fuzz_targets/*.rs` and `fuzz/corpus/*`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("taskmd", taskmd),
     ("plan_json", plan_json),
     ("plan_toml", plan_toml),

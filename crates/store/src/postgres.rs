@@ -750,10 +750,11 @@ impl Store for PgStore {
         // right now are skipped instead of waited for.
         let q = self.stmt(
             &mut tx,
-            "SELECT t.id FROM tasks t LEFT JOIN leases l ON l.task = t.id
-             WHERE t.id = ANY($1)
-               AND (l.task IS NULL OR l.owner = '' OR l.owner = $2 OR l.expires_us <= $3)
-             ORDER BY array_position($1, t.id::text)
+            "SELECT t.id FROM unnest($1::text[]) WITH ORDINALITY AS c(id, ord)
+             JOIN tasks t ON t.id = c.id COLLATE \"C\"
+             LEFT JOIN leases l ON l.task = t.id
+             WHERE l.task IS NULL OR l.owner = '' OR l.owner = $2 OR l.expires_us <= $3
+             ORDER BY c.ord
              LIMIT $4
              FOR UPDATE OF t SKIP LOCKED",
         )?;
@@ -869,6 +870,12 @@ pub mod testing {
     /// Creates a fresh database for one test, or `None` (see [`server`]).
     pub fn database(test: &str) -> Option<TestDb> {
         let admin = server(test)?;
+        Some(create_database(&admin, test))
+    }
+
+    /// Creates a fresh database on the server `admin` names (panics when it cannot).
+    pub fn create_database(admin: &str, test: &str) -> TestDb {
+        let admin = admin.to_owned();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!("warden_t_{}_{n}", std::process::id());
         let config = super::parse_url(&admin).unwrap_or_else(|e| panic!("{ENV}: {e}"));
@@ -889,11 +896,11 @@ pub mod testing {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        Some(TestDb {
+        TestDb {
             url: with_dbname(&admin, &name),
             admin,
             name,
-        })
+        }
     }
 
     impl TestDb {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts a throwaway PostgreSQL cluster on a unix socket in a temporary directory and
-# prints the URL to reach it. Usage: scripts/pg-cluster.sh start DIR | stop DIR
+# prints the URL to reach it. Usage: scripts/pg-cluster.sh start DIR | stop DIR | bin
+# (`bin` prints the directory of the server binaries, or fails when there are none).
 # The server binaries are found on PATH or under /usr/lib/postgresql/*/bin. initdb
 # refuses to run as root, so as root the cluster belongs to the user `nobody`.
 set -euo pipefail
@@ -28,7 +29,11 @@ as_owner() {
   fi
 }
 
-cmd=${1:?usage: pg-cluster.sh start|stop DIR}
+cmd=${1:?usage: pg-cluster.sh start|stop DIR | bin}
+if [[ $cmd == bin ]]; then
+  pg_bin
+  exit
+fi
 dir=${2:?usage: pg-cluster.sh start|stop DIR}
 case $cmd in
   start)

@@ -115,16 +115,20 @@ fn three_runners_run_200_tasks_once_each_and_adopt_a_killed_runners_tasks() {
     let store = PgStore::open(url, 5000).unwrap();
     let marker = format!(":{pid}:");
     let mut held: BTreeSet<String> = BTreeSet::new();
-    wait_until(Duration::from_secs(60), "the victim to hold leases mid-run", || {
-        held = store
-            .leases()
-            .unwrap()
-            .into_iter()
-            .filter(|l| l.owner.contains(&marker))
-            .map(|l| l.task.to_string())
-            .collect();
-        !held.is_empty() && lines(&root.join("ids.log")).len() >= 30
-    });
+    wait_until(
+        Duration::from_secs(60),
+        "the victim to hold leases mid-run",
+        || {
+            held = store
+                .leases()
+                .unwrap()
+                .into_iter()
+                .filter(|l| l.owner.contains(&marker))
+                .map(|l| l.task.to_string())
+                .collect();
+            !held.is_empty() && lines(&root.join("ids.log")).len() >= 30
+        },
+    );
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(pid as i32).unwrap(),
         rustix::process::Signal::KILL,
@@ -179,7 +183,11 @@ fn three_runners_run_200_tasks_once_each_and_adopt_a_killed_runners_tasks() {
         .collect();
     assert!(not_done.is_empty(), "{not_done:?}");
     for id in &held {
-        assert_eq!(counts.get(id.as_str()), Some(&1), "{id} held by the killed runner");
+        assert_eq!(
+            counts.get(id.as_str()),
+            Some(&1),
+            "{id} held by the killed runner"
+        );
     }
     assert!(store.leases().unwrap().is_empty(), "every lease released");
     let o = run_ok(root, url, &["check"]);
@@ -194,7 +202,10 @@ fn three_runners_run_200_tasks_once_each_and_adopt_a_killed_runners_tasks() {
                 .count()
         })
         .collect();
-    assert!(started.iter().filter(|c| **c > 0).count() >= 2, "{started:?}");
+    assert!(
+        started.iter().filter(|c| **c > 0).count() >= 2,
+        "{started:?}"
+    );
 }
 
 /// What is left of a run: unfinished tasks, leases, and the end of every runner's log.
@@ -212,12 +223,18 @@ fn diagnose(root: &Path, url: &str, store: &PgStore) -> String {
         }
     }
     for l in store.leases().unwrap() {
-        out.push_str(&format!("lease {} {} epoch {} until {}\n", l.task, l.owner, l.epoch, l.expires_at));
+        out.push_str(&format!(
+            "lease {} {} epoch {} until {}\n",
+            l.task, l.owner, l.epoch, l.expires_at
+        ));
     }
     for i in 1..=3 {
         let log = std::fs::read_to_string(root.join(format!("run{i}.log"))).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(15).collect();
-        out.push_str(&format!("--- run{i}.log (last lines, newest first)\n{}\n", tail.join("\n")));
+        out.push_str(&format!(
+            "--- run{i}.log (last lines, newest first)\n{}\n",
+            tail.join("\n")
+        ));
     }
     let _ = url;
     out
@@ -235,18 +252,29 @@ fn a_runner_whose_lease_was_taken_over_is_refused_on_its_next_write() {
         root,
         url,
         &[
-            "task", "create", "slow", "--workflow", "direct", "--prechecks", "sleep 2",
-            "--work", "echo ran >> \"$WARDEN_DIR/ran.log\"",
+            "task",
+            "create",
+            "slow",
+            "--workflow",
+            "direct",
+            "--prechecks",
+            "sleep 2",
+            "--work",
+            "echo ran >> \"$WARDEN_DIR/ran.log\"",
         ],
     );
     let log = root.join("run.log");
     let child = runner(root, url, &log, "1");
     let store = PgStore::open(url, 5000).unwrap();
     let id = warden_core::model::TaskId::new("slow").unwrap();
-    wait_until(Duration::from_secs(30), "the runner to lease the task", || {
-        store.lease(&id).unwrap().is_some()
-            && store.get(&id).unwrap().unwrap().status().as_str() == "working"
-    });
+    wait_until(
+        Duration::from_secs(30),
+        "the runner to lease the task",
+        || {
+            store.lease(&id).unwrap().is_some()
+                && store.get(&id).unwrap().unwrap().status().as_str() == "working"
+        },
+    );
     // While its prechecks run, the lease expires (in SQL) and another runner takes it.
     let mut c = db.client();
     c.batch_execute("UPDATE leases SET expires_us = 0 WHERE task = 'slow'")
@@ -276,7 +304,11 @@ fn a_runner_whose_lease_was_taken_over_is_refused_on_its_next_write() {
     let rc = wait_for(child, Duration::from_secs(60), "the runner", &log);
     let out = std::fs::read_to_string(&log).unwrap();
     assert_eq!(rc, 0, "{out}");
-    assert_eq!(store.get(&id).unwrap().unwrap().status().as_str(), "done", "{out}");
+    assert_eq!(
+        store.get(&id).unwrap().unwrap().status().as_str(),
+        "done",
+        "{out}"
+    );
     assert_eq!(lines(&root.join("ran.log")), ["ran"]);
     run_ok(root, url, &["check"]);
 }
@@ -288,7 +320,9 @@ fn a_password_in_the_store_url_is_never_shown() {
     };
     // The throwaway cluster trusts local connections, so any password is accepted.
     let secret = "Sup3rS3cretPw";
-    let url = db.url.replacen("postgres@", &format!("postgres:{secret}@"), 1);
+    let url = db
+        .url
+        .replacen("postgres@", &format!("postgres:{secret}@"), 1);
     assert!(url.contains(secret), "{url}");
     let dir = unique_dir("pg-secret");
     let mut all = String::new();
@@ -304,7 +338,11 @@ fn a_password_in_the_store_url_is_never_shown() {
     };
     let o = run(&["--json", "init", "--store", &url], None);
     assert_eq!(code(&o), 0, "{}", describe(&["init"], &o));
-    assert!(text(&o.stdout).contains("postgres:***@"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("postgres:***@"),
+        "{}",
+        text(&o.stdout)
+    );
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(dir.join(".warden/warden.toml"))
         .unwrap()
@@ -312,7 +350,17 @@ fn a_password_in_the_store_url_is_never_shown() {
         .mode();
     assert_eq!(mode & 0o077, 0, "warden.toml with a password is private");
     for args in [
-        &["task", "create", "a", "--title", "A", "--work", "true", "--workflow", "direct"][..],
+        &[
+            "task",
+            "create",
+            "a",
+            "--title",
+            "A",
+            "--work",
+            "true",
+            "--workflow",
+            "direct",
+        ][..],
         &["--json", "task", "show", "a"],
         &["--json", "task", "list"],
         &["run", "--until-idle"],
@@ -329,8 +377,21 @@ fn a_password_in_the_store_url_is_never_shown() {
     let bad = format!("postgresql://postgres:{secret}@/nodb?host=/nonexistent-dir");
     let o = run(&["task", "list"], Some(&bad));
     assert_eq!(code(&o), 5, "{}", describe(&["task", "list"], &o));
-    assert!(text(&o.stderr).contains("postgres:***@"), "{}", text(&o.stderr));
-    let o = run(&["init", "--dir", "sub", "--store", "postgres://u:Sup3rS3cretPw@h:bad/db"], None);
+    assert!(
+        text(&o.stderr).contains("postgres:***@"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run(
+        &[
+            "init",
+            "--dir",
+            "sub",
+            "--store",
+            "postgres://u:Sup3rS3cretPw@h:bad/db",
+        ],
+        None,
+    );
     assert_eq!(code(&o), 2, "{}", describe(&["init"], &o));
     assert!(!all.contains(secret), "the password was shown:\n{all}");
     // Nor in any file Warden wrote besides the configuration.

@@ -426,7 +426,11 @@ impl Supervisor {
             }
         }
         // Back in the scheduling order.
-        Ok(wanted.iter().filter(|id| got.contains(id)).cloned().collect())
+        Ok(wanted
+            .iter()
+            .filter(|id| got.contains(id))
+            .cloned()
+            .collect())
     }
 
     fn release(&mut self, id: &TaskId) {

@@ -125,11 +125,7 @@ pub trait Store {
     }
     /// Waits until [`Store::data_version`] differs from `seen` or `timeout` passes, and
     /// returns the current version. PostgreSQL sleeps on `LISTEN`; SQLite polls.
-    fn wait_for_change(
-        &self,
-        seen: u64,
-        timeout: std::time::Duration,
-    ) -> Result<u64, StoreError> {
+    fn wait_for_change(&self, seen: u64, timeout: std::time::Duration) -> Result<u64, StoreError> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let v = self.data_version()?;
@@ -374,7 +370,10 @@ mod tests {
         assert_eq!(redact_url("postgres://u:pw@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
         let check = |url: &str, shown: &str| assert_eq!(redact_url(url), shown, "{url}");
-        check("postgresql://u@/db?host=/run/pg", "postgresql://u@/db?host=/run/pg");
+        check(
+            "postgresql://u@/db?host=/run/pg",
+            "postgresql://u@/db?host=/run/pg",
+        );
         check(
             "postgresql://u:p%40ss@h:5432/db?sslmode=disable",
             "postgresql://u:***@h:5432/db?sslmode=disable",
@@ -384,7 +383,10 @@ mod tests {
             "postgres://u@h/db?host=/s&password=hunter2&x=1",
             "postgres://u@h/db?host=/s&password=***&x=1",
         );
-        check("postgres://u:pw@h/db?PASSWORD=pw2", "postgres://u:***@h/db?PASSWORD=***");
+        check(
+            "postgres://u:pw@h/db?PASSWORD=pw2",
+            "postgres://u:***@h/db?PASSWORD=***",
+        );
         check("sqlite:.warden/warden.db", "sqlite:.warden/warden.db");
     }
 }

@@ -84,9 +84,7 @@ pub struct PgStore {
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgStore")
-            .field("url", &self.shown)
-            .finish()
+        f.debug_struct("PgStore").field("url", &self.shown).finish()
     }
 }
 
@@ -204,7 +202,11 @@ impl PgStore {
     }
 
     /// A prepared statement, prepared once per connection.
-    fn stmt<C: GenericClient>(&self, c: &mut C, sql: &'static str) -> Result<Statement, StoreError> {
+    fn stmt<C: GenericClient>(
+        &self,
+        c: &mut C,
+        sql: &'static str,
+    ) -> Result<Statement, StoreError> {
         if let Some(s) = self.statements.borrow().get(sql) {
             return Ok(s.clone());
         }
@@ -446,9 +448,7 @@ impl Store for PgStore {
     fn get(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
         let mut c = self.client()?;
         let q = self.stmt(&mut *c, "SELECT body FROM tasks WHERE id = $1")?;
-        let row = c
-            .query_opt(&q, &[&id.as_str()])
-            .map_err(|e| self.err(e))?;
+        let row = c.query_opt(&q, &[&id.as_str()]).map_err(|e| self.err(e))?;
         row.map(|r| self.decode_task(id.as_str(), r.get(0)))
             .transpose()
     }
@@ -469,9 +469,7 @@ impl Store for PgStore {
     fn memory(&self, id: &TaskId) -> Result<Option<Memory>, StoreError> {
         let mut c = self.client()?;
         let q = self.stmt(&mut *c, "SELECT body FROM memory WHERE task = $1")?;
-        let row = c
-            .query_opt(&q, &[&id.as_str()])
-            .map_err(|e| self.err(e))?;
+        let row = c.query_opt(&q, &[&id.as_str()]).map_err(|e| self.err(e))?;
         row.map(|r| {
             serde_json::from_str(r.get(0)).map_err(|e| StoreError::Decode {
                 what: format!("memory of {id}"),
@@ -614,20 +612,20 @@ impl Store for PgStore {
                         &json(t)?,
                     ];
                     if found.is_none() {
-                        let n = tx
-                            .execute(&insert_task, &params)
-                            .map_err(|e| self.err(e))?;
+                        let n = tx.execute(&insert_task, &params).map_err(|e| self.err(e))?;
                         if n == 0 {
                             // Created by a concurrent batch that committed meanwhile.
                             let v = tx
-                                .query_one("SELECT version FROM tasks WHERE id = $1", &[&id.as_str()])
+                                .query_one(
+                                    "SELECT version FROM tasks WHERE id = $1",
+                                    &[&id.as_str()],
+                                )
                                 .map_err(|e| self.err(e))?
                                 .get::<_, i64>(0);
                             return Err(conflict(v as u64));
                         }
                     } else {
-                        tx.execute(&update_task, &params)
-                            .map_err(|e| self.err(e))?;
+                        tx.execute(&update_task, &params).map_err(|e| self.err(e))?;
                     }
                     stored.insert(id.to_string(), t.version() as i64);
                 }
@@ -941,8 +939,14 @@ mod tests {
             testing::with_dbname("postgres://u:p@h:5432/db", "w2"),
             "postgres://u:p@h:5432/w2"
         );
-        assert_eq!(testing::with_dbname("postgres://h", "w3"), "postgres://h/w3");
-        assert_eq!(password_of("postgres://u:s3cret@h/db").as_deref(), Some("s3cret"));
+        assert_eq!(
+            testing::with_dbname("postgres://h", "w3"),
+            "postgres://h/w3"
+        );
+        assert_eq!(
+            password_of("postgres://u:s3cret@h/db").as_deref(),
+            Some("s3cret")
+        );
         assert_eq!(
             password_of("postgres://u@h/db?password=s3cret").as_deref(),
             Some("s3cret")

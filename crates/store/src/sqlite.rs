@@ -471,7 +471,11 @@ impl Store for SqliteStore {
         self.conn
             .execute(
                 "UPDATE leases SET owner = '', expires_at = ?3 WHERE task = ?1 AND owner = ?2",
-                params![task.as_str(), owner, jiff::Timestamp::UNIX_EPOCH.to_string()],
+                params![
+                    task.as_str(),
+                    owner,
+                    jiff::Timestamp::UNIX_EPOCH.to_string()
+                ],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -480,7 +484,9 @@ impl Store for SqliteStore {
     fn leases(&self) -> Result<Vec<Lease>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT task, owner, epoch, expires_at FROM leases WHERE owner <> '' ORDER BY task")
+            .prepare_cached(
+                "SELECT task, owner, epoch, expires_at FROM leases WHERE owner <> '' ORDER BY task",
+            )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {

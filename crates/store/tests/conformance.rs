@@ -77,7 +77,17 @@ fn round_trip_and_conflicts(open: Open) {
     assert_eq!(s.get(&tid("nope")).unwrap(), None);
     // Creating again conflicts (exit 4) and writes nothing.
     let e = s.commit(batch(vec![created("a")])).unwrap_err();
-    assert!(matches!(e, StoreError::Conflict { expected: 0, found: 1, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            StoreError::Conflict {
+                expected: 0,
+                found: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert_eq!(e.exit_code(), 4);
     // A change computed from a stale version conflicts and writes nothing, not even the
     // other changes of its batch.
@@ -85,14 +95,24 @@ fn round_trip_and_conflicts(open: Open) {
     s.commit(batch(vec![w.clone()])).unwrap();
     let e = s.commit(batch(vec![created("b"), w])).unwrap_err();
     assert!(
-        matches!(e, StoreError::Conflict { expected: 1, found: 2, .. }),
+        matches!(
+            e,
+            StoreError::Conflict {
+                expected: 1,
+                found: 2,
+                ..
+            }
+        ),
         "{e}"
     );
     assert_eq!(s.get(&tid("b")).unwrap(), None);
     assert_eq!(s.events(None).unwrap().len(), 2);
     // Replaying the log reproduces the rows, and another connection reads the same.
     let rebuilt = warden_core::event::replay(&s.events(None).unwrap()).unwrap();
-    assert_eq!(rebuilt.values().cloned().collect::<Vec<_>>(), s.list().unwrap());
+    assert_eq!(
+        rebuilt.values().cloned().collect::<Vec<_>>(),
+        s.list().unwrap()
+    );
     assert_eq!(open().list().unwrap(), s.list().unwrap());
     assert_eq!(s.backend(), open().backend());
 }
@@ -103,7 +123,12 @@ fn list_sorts_by_id_bytes(open: Open) {
     create_all(&*s, &ids);
     let mut want: Vec<&str> = ids.to_vec();
     want.sort();
-    let got: Vec<String> = s.list().unwrap().iter().map(|t| t.id().to_string()).collect();
+    let got: Vec<String> = s
+        .list()
+        .unwrap()
+        .iter()
+        .map(|t| t.id().to_string())
+        .collect();
     assert_eq!(got, want);
 }
 
@@ -140,13 +165,25 @@ fn leases_expire_and_change_hands(open: Open) {
     let l = s.acquire_lease(&id, "r1", t0(), TTL).unwrap().unwrap();
     assert_eq!((l.epoch, l.taken_from.as_deref()), (1, None));
     assert_eq!(l.expires_at, t0() + jiff::SignedDuration::from_secs(30));
-    assert!(open().acquire_lease(&id, "r2", t0(), TTL).unwrap().is_none(), "held");
+    assert!(
+        open()
+            .acquire_lease(&id, "r2", t0(), TTL)
+            .unwrap()
+            .is_none(),
+        "held"
+    );
     let renewed = s.acquire_lease(&id, "r1", t0(), TTL).unwrap().unwrap();
     assert_eq!(renewed.epoch, 1, "renewal keeps the epoch");
     let later = Timestamp::from_second(1_700_000_031).unwrap();
-    let taken = open().acquire_lease(&id, "r2", later, TTL).unwrap().unwrap();
+    let taken = open()
+        .acquire_lease(&id, "r2", later, TTL)
+        .unwrap()
+        .unwrap();
     assert_eq!((taken.epoch, taken.taken_from.as_deref()), (2, Some("r1")));
-    assert_eq!(s.lease(&id).unwrap().map(|l| (l.owner, l.epoch)), Some(("r2".into(), 2)));
+    assert_eq!(
+        s.lease(&id).unwrap().map(|l| (l.owner, l.epoch)),
+        Some(("r2".into(), 2))
+    );
     s.release_lease(&id, "r1").unwrap();
     assert_eq!(s.leases().unwrap().len(), 1, "only the owner releases");
     s.release_lease(&id, "r2").unwrap();
@@ -189,7 +226,10 @@ fn fencing_refuses_a_lost_lease(open: Open) {
     assert!(matches!(e, StoreError::LeaseLost { .. }), "{e}");
     // Expired and taken over: r1's next write is refused with exit 4 and stores nothing.
     let later = Timestamp::from_second(1_700_000_100).unwrap();
-    let l2 = open().acquire_lease(&id, "r2", later, TTL).unwrap().unwrap();
+    let l2 = open()
+        .acquire_lease(&id, "r2", later, TTL)
+        .unwrap()
+        .unwrap();
     assert_eq!(l2.epoch, 2);
     let events_before = s.events(None).unwrap().len();
     let t = s.get(&id).unwrap().unwrap();
@@ -231,10 +271,17 @@ fn fencing_refuses_a_lost_lease(open: Open) {
 fn claims_take_free_tasks_in_order(open: Open) {
     let s = open();
     create_all(&*s, &["a", "b", "c", "d"]);
-    let ids: Vec<TaskId> = ["ghost", "d", "c", "b", "a"].iter().map(|i| tid(i)).collect();
+    let ids: Vec<TaskId> = ["ghost", "d", "c", "b", "a"]
+        .iter()
+        .map(|i| tid(i))
+        .collect();
     let got = s.claim(&ids, "r1", t0(), TTL, 2).unwrap();
     let names: Vec<&str> = got.iter().map(|l| l.task.as_str()).collect();
-    assert_eq!(names, ["d", "c"], "in candidate order, unknown tasks skipped");
+    assert_eq!(
+        names,
+        ["d", "c"],
+        "in candidate order, unknown tasks skipped"
+    );
     let got = open().claim(&ids, "r2", t0(), TTL, 10).unwrap();
     let names: Vec<&str> = got.iter().map(|l| l.task.as_str()).collect();
     assert_eq!(names, ["b", "a"], "held tasks skipped");
@@ -375,13 +422,20 @@ fn events_keep_their_order(open: Open) {
     assert!(all.windows(2).all(|w| w[0].seq < w[1].seq), "seq increases");
     for id in ids {
         let mine = s.events(Some(&tid(id))).unwrap();
-        let filtered: Vec<_> = all.iter().filter(|e| e.task.as_str() == id).cloned().collect();
+        let filtered: Vec<_> = all
+            .iter()
+            .filter(|e| e.task.as_str() == id)
+            .cloned()
+            .collect();
         assert_eq!(mine, filtered);
         let versions: Vec<u64> = mine.iter().map(|e| e.version).collect();
         assert_eq!(versions, (1..=11).collect::<Vec<u64>>(), "{id}");
     }
     let rebuilt = warden_core::event::replay(&all).unwrap();
-    assert_eq!(rebuilt.values().cloned().collect::<Vec<_>>(), s.list().unwrap());
+    assert_eq!(
+        rebuilt.values().cloned().collect::<Vec<_>>(),
+        s.list().unwrap()
+    );
 }
 
 fn data_version_changes_and_wakes_waiters(open: Open) {
@@ -397,7 +451,10 @@ fn data_version_changes_and_wakes_waiters(open: Open) {
     assert!(start.elapsed() < Duration::from_secs(1));
     // Nothing changes: waits out the timeout.
     let start = Instant::now();
-    assert_eq!(b.wait_for_change(v1, Duration::from_millis(150)).unwrap(), v1);
+    assert_eq!(
+        b.wait_for_change(v1, Duration::from_millis(150)).unwrap(),
+        v1
+    );
     assert!(start.elapsed() >= Duration::from_millis(140));
     // A commit on another connection wakes the waiter well before its timeout.
     let writer = {
@@ -473,10 +530,8 @@ struct TempDir(std::path::PathBuf);
 
 impl TempDir {
     fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "warden-conformance-{}-{name}",
-            std::process::id()
-        ));
+        let p =
+            std::env::temp_dir().join(format!("warden-conformance-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)

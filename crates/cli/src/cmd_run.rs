@@ -54,7 +54,7 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), CliError> {
         until_idle: a.until_idle,
         mode,
         warden_exe: exe,
-        lease_ttl: Duration::from_secs(30),
+        lease_ttl: Duration::from_secs(engine.config.store.lease_ttl_s),
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

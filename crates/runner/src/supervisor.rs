@@ -7,7 +7,7 @@
 //! Long steps (phases, checks, merges) run on one thread per task, each with its own
 //! engine (its own store connection); the main loop never blocks on them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +19,7 @@ use warden_core::model::{Phase, PhaseStatus, Role, Status, Task, TaskId, WorkSpe
 use warden_core::ops::{self, TransitionInput};
 use warden_core::tree::TreeIndex;
 use warden_store::engine::deps_done;
-use warden_store::{Decision, Engine, EngineError, Workspace, Written};
+use warden_store::{Decision, Engine, EngineError, Fence, StoreError, Workspace, Written};
 
 use crate::git::{self, Repo};
 use crate::pipeline::{self, PhaseResult};
@@ -73,8 +73,8 @@ pub struct Supervisor {
     base: Option<String>,
     /// Per-task threads running phases.
     jobs: BTreeMap<TaskId, Job>,
-    /// Tasks whose lease we hold.
-    leased: BTreeSet<TaskId>,
+    /// Tasks whose lease we hold, with its epoch (the fence of every write).
+    leased: BTreeMap<TaskId, u64>,
     last_renew: Instant,
     stop: Arc<AtomicBool>,
 }
@@ -87,12 +87,23 @@ impl std::fmt::Debug for Supervisor {
     }
 }
 
-/// This runner's name in leases: host and pid.
+/// This runner's name in leases: `host:pid:start`, the start time (in microseconds)
+/// telling apart runners on machines (containers) that share a host name and pid.
 pub fn owner_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_owned())
         .unwrap_or_else(|_| "localhost".into());
-    format!("{host}:{}", std::process::id())
+    let start = jiff::Timestamp::now().as_microsecond();
+    format!("{host}:{}:{start:x}", std::process::id())
+}
+
+/// The host and pid of a lease owner named by [`owner_id`] (or the older `host:pid`).
+fn owner_host_pid(owner: &str) -> Option<(&str, u32)> {
+    let parts: Vec<&str> = owner.split(':').collect();
+    match parts[..] {
+        [h, p] | [h, p, _] => Some((h, p.parse().ok()?)),
+        _ => None,
+    }
 }
 
 fn tmux_socket(ws: &Workspace) -> PathBuf {
@@ -116,7 +127,7 @@ impl Supervisor {
             repo,
             base,
             jobs: BTreeMap::new(),
-            leased: BTreeSet::new(),
+            leased: BTreeMap::new(),
             last_renew: Instant::now(),
             stop,
         })
@@ -184,7 +195,18 @@ impl Supervisor {
             if self.last_renew.elapsed() >= self.opts.lease_ttl / 3 {
                 self.renew();
             }
-            std::thread::sleep(Duration::from_millis(20));
+            // Sleep until another process commits (LISTEN/NOTIFY on PostgreSQL, a cheap
+            // poll on SQLite), a step may have finished, or a sweep or renewal is due.
+            let cap = if self.jobs.is_empty() {
+                Duration::from_millis(500)
+            } else {
+                Duration::from_millis(50)
+            };
+            let timeout = cap
+                .min((self.opts.lease_ttl / 3).saturating_sub(self.last_renew.elapsed()))
+                .min(Duration::from_secs(2).saturating_sub(last_sweep.elapsed()))
+                .max(Duration::from_millis(5));
+            self.eng.store.wait_for_change(version, timeout)?;
         }
     }
 
@@ -232,6 +254,11 @@ impl Supervisor {
                 any = true;
                 match h.join() {
                     Ok(Ok(())) => {}
+                    Ok(Err(EngineError::Store(e @ StoreError::LeaseLost { .. }))) => {
+                        // Not ours any more: forget it without releasing the new holder's.
+                        self.leased.remove(&id);
+                        on_event(RunEvent::Log(format!("{id}: {what}: {e}")));
+                    }
                     Ok(Err(e)) => on_event(RunEvent::Log(format!("{id}: {what}: {}", e.message()))),
                     Err(_) => on_event(RunEvent::Log(format!("{id}: {what}: the step panicked"))),
                 }
@@ -250,6 +277,18 @@ impl Supervisor {
     /// Safety net: reports dead tmux panes and dead process sessions this runner does not
     /// own (adopted after a restart); the receiving side is idempotent.
     fn sweep(&mut self, tasks: &[Task]) -> Result<(), EngineError> {
+        let lease_now = self.eng.now();
+        // A session under another runner's unexpired lease is that runner's to watch
+        // (it may run on another machine); an expired lease, or one held by a dead
+        // runner on this host, means the session is adopted here.
+        let others: BTreeMap<TaskId, String> = self
+            .eng
+            .store
+            .leases()?
+            .into_iter()
+            .filter(|l| l.owner != self.owner && l.expires_at > lease_now)
+            .map(|l| (l.task, l.owner))
+            .collect();
         let socket = tmux_socket(&self.eng.ws);
         let panes = if socket.exists() {
             // tmux 3.3 sometimes misses a pane's exit until another child of the server
@@ -276,15 +315,21 @@ impl Supervisor {
             if age < jiff::SignedDuration::from_secs(3) {
                 continue;
             }
+            if let Some(o) = others.get(t.id())
+                && !self.dead_here(o)
+            {
+                continue;
+            }
             let dir = self.eng.ws.task_dir(t.id());
             let in_tmux = panes.iter().any(|p| p.session_id.as_deref() == Some(s));
             let process = matches!(read_pid_file(&dir), Some((ps, _, _)) if ps == s);
-            if in_tmux || (process && pid_file_alive(&dir, s)) {
+            if in_tmux || (process && pid_file_alive(&dir, s)) || starting(&dir, s) {
                 continue;
             }
-            // Neither a pane nor a live host process: the session ended unreported
-            // (its host was killed, or the tmux server went away).
-            self.report_exit(t.id(), s, None);
+            // Neither a pane nor a live host process: the session ended unreported (its
+            // host was killed, or the tmux server went away). Its outcome is unknown, so
+            // it is not a success: the exit table counts it as a crash (or failed work).
+            self.report_exit(t.id(), s, Some(UNKNOWN_EXIT));
         }
         Ok(())
     }
@@ -305,53 +350,104 @@ impl Supervisor {
     fn renew(&mut self) {
         self.last_renew = Instant::now();
         let now = self.eng.now();
-        for id in self.leased.clone() {
-            if let Ok(None) =
-                self.eng
-                    .store
-                    .acquire_lease(&id, &self.owner, now, self.opts.lease_ttl)
+        for id in self.leased.keys().cloned().collect::<Vec<_>>() {
+            match self
+                .eng
+                .store
+                .acquire_lease(&id, &self.owner, now, self.opts.lease_ttl)
             {
-                // Another runner took it over: drop the task.
-                self.leased.remove(&id);
+                // Another runner took it over: drop the task (its step's next write is
+                // refused by the fence).
+                Ok(None) => {
+                    self.leased.remove(&id);
+                }
+                Ok(Some(l)) => {
+                    self.leased.insert(id, l.epoch);
+                }
+                Err(_) => {}
             }
         }
     }
 
     fn release_all(&mut self) {
-        for id in std::mem::take(&mut self.leased) {
+        for id in std::mem::take(&mut self.leased).into_keys() {
             let _ = self.eng.store.release_lease(&id, &self.owner);
         }
     }
 
-    fn lease(&mut self, id: &TaskId) -> Result<bool, EngineError> {
-        if self.leased.contains(id) {
-            return Ok(true);
+    /// Is this lease owner a runner on this host whose process is gone? It will never
+    /// renew, so its tasks are taken over at once instead of after the expiry.
+    fn dead_here(&self, owner: &str) -> bool {
+        let host = owner_host_pid(&self.owner).map(|(h, _)| h);
+        matches!(owner_host_pid(owner), Some((h, pid)) if Some(h) == host && !alive(pid))
+    }
+
+    /// Claims leases on up to `max` of `wanted` (in order) that nobody else holds. Tasks
+    /// already ours come first; the rest are claimed in one store call (`FOR UPDATE SKIP
+    /// LOCKED` on PostgreSQL, so runners never wait on each other's candidates); then
+    /// tasks held by a dead runner on this host are taken over.
+    fn claim(&mut self, wanted: &[TaskId], max: usize) -> Result<Vec<TaskId>, EngineError> {
+        let mut got: Vec<TaskId> = wanted
+            .iter()
+            .filter(|id| self.leased.contains_key(*id))
+            .take(max)
+            .cloned()
+            .collect();
+        let rest: Vec<TaskId> = wanted
+            .iter()
+            .filter(|id| !self.leased.contains_key(*id))
+            .cloned()
+            .collect();
+        if got.len() >= max || rest.is_empty() {
+            return Ok(got);
         }
         let now = self.eng.now();
         let ttl = self.opts.lease_ttl;
-        let mut got = self.eng.store.acquire_lease(id, &self.owner, now, ttl)?;
-        if got.is_none() {
-            // A runner on this host whose process is gone will never renew its lease:
-            // take the task over now instead of waiting for the expiry.
-            let host = self.owner.rsplit_once(':').map(|(h, _)| h).unwrap_or("");
-            let holder = self.eng.store.leases()?.into_iter().find(|l| &l.task == id);
-            if let Some(l) = holder
-                && let Some((h, pid)) = l.owner.rsplit_once(':')
-                && h == host
-                && pid.parse::<u32>().is_ok_and(|p| !alive(p))
-            {
-                self.eng.store.release_lease(id, &l.owner)?;
-                got = self.eng.store.acquire_lease(id, &self.owner, now, ttl)?;
+        let claimed = self
+            .eng
+            .store
+            .claim(&rest, &self.owner, now, ttl, max - got.len())?;
+        for l in claimed {
+            self.leased.insert(l.task.clone(), l.epoch);
+            got.push(l.task);
+        }
+        if got.len() < max {
+            let held: BTreeMap<TaskId, String> = self
+                .eng
+                .store
+                .leases()?
+                .into_iter()
+                .map(|l| (l.task, l.owner))
+                .collect();
+            for id in &rest {
+                if got.len() >= max {
+                    break;
+                }
+                if got.contains(id) {
+                    continue;
+                }
+                if let Some(o) = held.get(id)
+                    && o != &self.owner
+                    && self.dead_here(o)
+                {
+                    self.eng.store.release_lease(id, o)?;
+                    if let Some(l) = self.eng.store.acquire_lease(id, &self.owner, now, ttl)? {
+                        self.leased.insert(id.clone(), l.epoch);
+                        got.push(id.clone());
+                    }
+                }
             }
         }
-        if got.is_some() {
-            self.leased.insert(id.clone());
-        }
-        Ok(got.is_some())
+        // Back in the scheduling order.
+        Ok(wanted
+            .iter()
+            .filter(|id| got.contains(id))
+            .cloned()
+            .collect())
     }
 
     fn release(&mut self, id: &TaskId) {
-        if self.leased.remove(id) {
+        if self.leased.remove(id).is_some() {
             let _ = self.eng.store.release_lease(id, &self.owner);
         }
     }
@@ -366,10 +462,11 @@ impl Supervisor {
         let order: Vec<&Task> = idx.depth_first();
         let live = tasks.iter().filter(|t| t.live_session().is_some()).count();
         let mut busy = !self.jobs.is_empty() || live > 0;
-        let mut slots = self
+        let slots = self
             .opts
             .max_parallel
             .saturating_sub(self.jobs.len() + live);
+        let mut wanted: Vec<(&Task, Action)> = Vec::new();
         for t in order {
             if !idx.is_leaf(t.id()) {
                 continue;
@@ -390,16 +487,21 @@ impl Supervisor {
             let action = next_action(t, tasks, &self.eng.config.limits);
             let Some(action) = action else { continue };
             busy = true;
-            // Steps are short (a phase, a session start); a few threads at a time keep the
-            // supervisor's memory flat however many sessions run.
-            if slots == 0 || self.jobs.len() >= MAX_STEP_THREADS {
+            wanted.push((t, action));
+        }
+        // Steps are short (a phase, a session start); a few threads at a time keep the
+        // supervisor's memory flat however many sessions run.
+        let slots = slots.min(MAX_STEP_THREADS.saturating_sub(self.jobs.len()));
+        if slots == 0 || wanted.is_empty() {
+            return Ok(busy);
+        }
+        let ids: Vec<TaskId> = wanted.iter().map(|(t, _)| t.id().clone()).collect();
+        let claimed = self.claim(&ids, slots)?;
+        for (t, action) in wanted {
+            if !claimed.contains(t.id()) {
                 continue;
             }
-            if !self.lease(&id)? {
-                continue;
-            }
-            slots -= 1;
-            on_event(RunEvent::Log(format!("{id}: {}", action.describe())));
+            on_event(RunEvent::Log(format!("{}: {}", t.id(), action.describe())));
             self.start(t, action)?;
         }
         Ok(busy)
@@ -412,8 +514,15 @@ impl Supervisor {
         let base = self.base.clone();
         let opts = self.opts.clone();
         let what = action.describe();
+        let fence = self.leased.get(&id).map(|&epoch| Fence {
+            task: id.clone(),
+            owner: self.owner.clone(),
+            epoch,
+        });
         let handle = std::thread::spawn(move || -> Result<(), EngineError> {
-            let eng = Engine::open(ws, Actor::Runner)?;
+            let mut eng = Engine::open(ws, Actor::Runner)?;
+            // Every write of this step is fenced by the lease it was started under.
+            eng.fence = fence;
             let mut step = Step {
                 eng: &eng,
                 repo: repo.as_ref(),
@@ -908,9 +1017,40 @@ pub fn session_run(spec_file: &std::path::Path) -> Result<i32, String> {
     let text = std::fs::read(spec_file).map_err(|e| format!("{}: {e}", spec_file.display()))?;
     let w: WrappedSpec =
         serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", spec_file.display()))?;
+    // The wrapper names itself at once, so a sweep never takes a session whose
+    // supervisor died right after starting it for one that never started.
+    if let Some(dir) = spec_file.parent() {
+        write_pid_file_of(
+            dir,
+            &w.session_id,
+            std::process::id(),
+            std::os::unix::process::parent_id(),
+        );
+    }
     let spec = SessionSpec::from(w);
     let s = session::start_process(&spec).map_err(|e| e.to_string())?;
     Ok(s.join().unwrap_or(128))
+}
+
+/// The exit code reported for a session whose end was not seen (its wrapper is gone).
+pub const UNKNOWN_EXIT: i32 = 128;
+
+/// How long a recorded session may take to write its pid file before a sweep takes it
+/// for one that never started.
+const START_GRACE: Duration = Duration::from_secs(10);
+
+/// Is this session being started right now: its spec was written moments ago, and its
+/// wrapper has not written its pid file yet?
+fn starting(dir: &std::path::Path, session: &str) -> bool {
+    let file = dir.join("session.json");
+    let fresh = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().unwrap_or_default() < START_GRACE);
+    fresh
+        && std::fs::read(&file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<WrappedSpec>(&b).ok())
+            .is_some_and(|w| w.session_id == session)
 }
 
 /// `session.pid` beside TASK.md: `<session> <pid> <supervisor pid>`.
@@ -919,7 +1059,11 @@ fn pid_file(dir: &std::path::Path) -> PathBuf {
 }
 
 fn write_pid_file(dir: &std::path::Path, session: &str, pid: u32) {
-    let text = format!("{session} {pid} {}\n", std::process::id());
+    write_pid_file_of(dir, session, pid, std::process::id());
+}
+
+fn write_pid_file_of(dir: &std::path::Path, session: &str, pid: u32, supervisor: u32) {
+    let text = format!("{session} {pid} {supervisor}\n");
     let _ = warden_store::files::write_atomic(&pid_file(dir), text.as_bytes());
 }
 

@@ -30,6 +30,9 @@ pub struct StoreConfig {
     pub url: String,
     /// How long a writer waits for the lock before giving up with exit 4.
     pub busy_timeout_ms: u64,
+    /// How long a runner's lease on a task lasts unless renewed (at a third of it); a
+    /// dead runner's tasks are adopted by another runner after it.
+    pub lease_ttl_s: u64,
 }
 
 impl Default for StoreConfig {
@@ -37,6 +40,7 @@ impl Default for StoreConfig {
         StoreConfig {
             url: "sqlite:.warden/warden.db".into(),
             busy_timeout_ms: 5000,
+            lease_ttl_s: 30,
         }
     }
 }
@@ -88,6 +92,7 @@ pub const DEFAULT_TOML: &str = r#"# Warden configuration. Every key is optional;
 [store]
 url = "sqlite:.warden/warden.db"   # or postgres://… ; WARDEN_STORE_URL overrides
 busy_timeout_ms = 5000
+lease_ttl_s = 30                   # a runner's lease on a task; renewed at a third of it
 
 [agent]
 command = ["claude", "-p", "{prompt}"]   # also {prompt_file} {task_id} {worktree} {role}
@@ -130,6 +135,9 @@ impl Config {
         }
         if c.limits.max_review_rounds == 0 {
             return Err(err("limits.max_review_rounds must be at least 1".into()));
+        }
+        if c.store.lease_ttl_s == 0 {
+            return Err(err("store.lease_ttl_s must be at least 1".into()));
         }
         if c.agent.command.is_empty() {
             return Err(err("agent.command must name a program".into()));

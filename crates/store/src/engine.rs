@@ -15,7 +15,7 @@ use crate::config::ConfigError;
 use crate::files::{self, FileError};
 use crate::taskfile::{self, Doc};
 use crate::workspace::WorkspaceError;
-use crate::{Batch, Config, OpenError, Store, StoreError, Workspace};
+use crate::{Batch, Config, Fence, OpenError, Store, StoreError, Workspace};
 
 /// How many times a write is decided again after a version conflict before giving up
 /// with exit 4.
@@ -90,6 +90,10 @@ pub struct Engine {
     pub store: Box<dyn Store>,
     /// Who this process acts for.
     pub actor: Actor,
+    /// The lease a runner's step holds on the task it works on: every write of that task
+    /// through [`Engine::write_task`] is checked against it before deciding and fenced by
+    /// it in the commit ([`StoreError::LeaseLost`], exit 4). `None` for people and agents.
+    pub fence: Option<Fence>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -144,6 +148,7 @@ impl Engine {
             config,
             store,
             actor,
+            fence: None,
         })
     }
 
@@ -207,7 +212,21 @@ impl Engine {
         // could read TASK.md between the first one's commit and its frontmatter rewrite,
         // and take the stale mirror for an agent's tampering.
         let _lock = self.lock_task(id)?;
+        let fence = self.fence.clone().filter(|f| &f.task == id);
         for _ in 0..CONFLICT_RETRIES {
+            // A runner that lost its lease stops before deciding (deciding may run checks
+            // or merges); the commit checks the lease again.
+            if let Some(f) = &fence {
+                let held = self.store.lease(id)?;
+                if held.is_none_or(|l| l.owner != f.owner || l.epoch != f.epoch) {
+                    return Err(StoreError::LeaseLost {
+                        task: id.to_string(),
+                        owner: f.owner.clone(),
+                        epoch: f.epoch,
+                    }
+                    .into());
+                }
+            }
             let task = self.get(id)?;
             let doc = taskfile::read(&self.ws, &task)?;
             let Decision {
@@ -226,6 +245,7 @@ impl Engine {
                 changes: vec![change.clone()],
                 memory: memory.into_iter().collect(),
                 request: request.map(|k| (k.to_owned(), response.to_string())),
+                fence: fence.clone(),
             };
             match self.store.commit(batch) {
                 Ok(_) => {

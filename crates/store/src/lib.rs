@@ -10,6 +10,7 @@ pub mod engine;
 pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod postgres;
 pub mod sqlite;
 pub mod taskfile;
 pub mod workspace;
@@ -32,6 +33,32 @@ pub struct Batch {
     pub memory: Vec<(TaskId, Memory)>,
     /// `--request-id`: the key and the response to replay for a repeated request.
     pub request: Option<(String, String)>,
+    /// The lease the writer holds, checked inside the transaction: unless `owner` still
+    /// holds the lease on `task` at `epoch`, nothing is written and the commit fails with
+    /// [`StoreError::LeaseLost`]. The supervisor fences every write its steps make.
+    pub fence: Option<Fence>,
+}
+
+/// A writer's claim to a task, checked by [`Store::commit`] (a fencing token).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fence {
+    /// The task.
+    pub task: TaskId,
+    /// The runner that took the lease.
+    pub owner: String,
+    /// The epoch it got.
+    pub epoch: u64,
+}
+
+impl Lease {
+    /// The fencing token of this lease.
+    pub fn fence(&self) -> Fence {
+        Fence {
+            task: self.task.clone(),
+            owner: self.owner.clone(),
+            epoch: self.epoch,
+        }
+    }
 }
 
 /// A storage backend. Every method is one transaction.
@@ -68,6 +95,49 @@ pub trait Store {
     fn release_lease(&self, task: &TaskId, owner: &str) -> Result<(), StoreError>;
     /// Every lease, sorted by task.
     fn leases(&self) -> Result<Vec<Lease>, StoreError>;
+    /// The lease on one task, if any (expired or not).
+    fn lease(&self, task: &TaskId) -> Result<Option<Lease>, StoreError> {
+        Ok(self.leases()?.into_iter().find(|l| &l.task == task))
+    }
+    /// Claims up to `max` of `candidates` (stored tasks, in their order; others are
+    /// skipped) that no other owner holds unexpired, as [`Store::acquire_lease`] would one by one. Several runners claiming
+    /// at once never get the same task; PostgreSQL skips the tasks another claimer is
+    /// deciding on (`FOR UPDATE SKIP LOCKED`) instead of waiting for it.
+    fn claim(
+        &self,
+        candidates: &[TaskId],
+        owner: &str,
+        now: jiff::Timestamp,
+        ttl: std::time::Duration,
+        max: usize,
+    ) -> Result<Vec<Lease>, StoreError> {
+        let mut out = Vec::new();
+        for id in candidates {
+            if out.len() >= max {
+                break;
+            }
+            if self.get(id)?.is_none() {
+                continue;
+            }
+            if let Some(l) = self.acquire_lease(id, owner, now, ttl)? {
+                out.push(l);
+            }
+        }
+        Ok(out)
+    }
+    /// Waits until [`Store::data_version`] differs from `seen` or `timeout` passes, and
+    /// returns the current version. PostgreSQL sleeps on `LISTEN`; SQLite polls.
+    fn wait_for_change(&self, seen: u64, timeout: std::time::Duration) -> Result<u64, StoreError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let v = self.data_version()?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if v != seen || left.is_zero() {
+                return Ok(v);
+            }
+            std::thread::sleep(left.min(std::time::Duration::from_millis(20)));
+        }
+    }
 }
 
 /// A runner's claim on a task.
@@ -136,6 +206,18 @@ pub enum StoreError {
         /// Why.
         detail: String,
     },
+    /// The writer's lease on the task was taken over (or released): nothing was written.
+    #[error(
+        "lease lost: {owner} no longer holds the lease on task {task} (epoch {epoch}); another runner took it over, so this write was dropped"
+    )]
+    LeaseLost {
+        /// The task.
+        task: String,
+        /// The runner that wrote.
+        owner: String,
+        /// The epoch it held.
+        epoch: u64,
+    },
     /// Any other database error.
     #[error("storage error: {0}")]
     Db(String),
@@ -148,7 +230,7 @@ impl StoreError {
     /// The documented exit code (DESIGN 4): 4 conflict or busy, 5 storage.
     pub fn exit_code(&self) -> i32 {
         match self {
-            StoreError::Conflict { .. } | StoreError::Busy => 4,
+            StoreError::Conflict { .. } | StoreError::Busy | StoreError::LeaseLost { .. } => 4,
             StoreError::Duplicate(_) => 0,
             _ => 5,
         }
@@ -163,9 +245,10 @@ pub fn open(ws: &Workspace, config: &Config) -> Result<Box<dyn Store>, OpenError
             let s = sqlite::SqliteStore::open(&path, config.store.busy_timeout_ms)?;
             Ok(Box::new(s))
         }
-        StoreUrl::Postgres(_) => Err(OpenError::Unsupported(
-            "the PostgreSQL store is not available in this build yet; use store.url = \"sqlite:.warden/warden.db\"".into(),
-        )),
+        StoreUrl::Postgres(url) => {
+            let s = postgres::PgStore::open(&url, config.store.busy_timeout_ms)?;
+            Ok(Box::new(s))
+        }
     }
 }
 
@@ -195,6 +278,7 @@ impl StoreUrl {
                 root.join(path)
             }))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            postgres::parse_url(url).map_err(OpenError::BadUrl)?;
             Ok(StoreUrl::Postgres(url.to_owned()))
         } else {
             Err(OpenError::BadUrl(format!(
@@ -205,15 +289,39 @@ impl StoreUrl {
     }
 }
 
-/// Replaces a password in a URL by `***`, for messages.
+/// Replaces every password in a store URL by `***`, for anything shown or stored: the
+/// user-info password (`postgres://user:PW@host/db`) and a `password=` query parameter
+/// (`postgres://user@host/db?password=PW`).
 pub fn redact_url(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((userinfo, host)) = rest.split_once('@')
-        && let Some((user, _)) = userinfo.split_once(':')
-    {
-        return format!("{scheme}://{user}:***@{host}");
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (main, query) = match rest.split_once('?') {
+        Some((m, q)) => (m, Some(q)),
+        None => (rest, None),
+    };
+    // The user info ends at the last `@` of the authority (a password may hold `@` or `/`
+    // when a person forgot to percent-encode it, so look for the last `@` before `?`).
+    let main = match main.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => main.to_owned(),
+    };
+    let query = query.map(|q| {
+        q.split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    match query {
+        Some(q) => format!("{scheme}://{main}?{q}"),
+        None => format!("{scheme}://{main}"),
     }
-    url.to_owned()
 }
 
 /// Why a store could not be opened.
@@ -263,5 +371,24 @@ mod tests {
         assert!(!e.to_string().contains("secret"), "{e}");
         assert_eq!(redact_url("postgres://u:pw@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
+        let check = |url: &str, shown: &str| assert_eq!(redact_url(url), shown, "{url}");
+        check(
+            "postgresql://u@/db?host=/run/pg",
+            "postgresql://u@/db?host=/run/pg",
+        );
+        check(
+            "postgresql://u:p%40ss@h:5432/db?sslmode=disable",
+            "postgresql://u:***@h:5432/db?sslmode=disable",
+        );
+        check("postgres://u:a@b/c@h/db", "postgres://u:***@h/db");
+        check(
+            "postgres://u@h/db?host=/s&password=hunter2&x=1",
+            "postgres://u@h/db?host=/s&password=***&x=1",
+        );
+        check(
+            "postgres://u:pw@h/db?PASSWORD=pw2",
+            "postgres://u:***@h/db?PASSWORD=***",
+        );
+        check("sqlite:.warden/warden.db", "sqlite:.warden/warden.db");
     }
 }

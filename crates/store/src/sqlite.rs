@@ -162,7 +162,7 @@ impl SqliteStore {
     }
 }
 
-fn decode_event(
+pub(crate) fn decode_event(
     seq: i64,
     at: &str,
     task: &str,
@@ -322,6 +322,23 @@ impl Store for SqliteStore {
                 return Err(StoreError::Duplicate(resp));
             }
         }
+        if let Some(f) = &batch.fence {
+            let held: Option<(String, i64)> = tx
+                .query_row(
+                    "SELECT owner, epoch FROM leases WHERE task = ?1",
+                    [f.task.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            if held != Some((f.owner.clone(), f.epoch as i64)) {
+                return Err(StoreError::LeaseLost {
+                    task: f.task.to_string(),
+                    owner: f.owner.clone(),
+                    epoch: f.epoch,
+                });
+            }
+        }
         let mut out = Vec::new();
         for ch in &batch.changes {
             let id = match (&ch.before, &ch.after) {
@@ -434,6 +451,8 @@ impl Store for SqliteStore {
         let (epoch, taken_from) = match &cur {
             None => (1, None),
             Some((o, e, _)) if o == owner => (*e as u64, None),
+            // Released: a new holder, a new epoch.
+            Some((o, e, _)) if o.is_empty() => (*e as u64 + 1, None),
             Some((o, e, exp)) => {
                 let exp: jiff::Timestamp =
                     exp.parse().map_err(|e: jiff::Error| StoreError::Decode {
@@ -464,10 +483,16 @@ impl Store for SqliteStore {
     }
 
     fn release_lease(&self, task: &TaskId, owner: &str) -> Result<(), StoreError> {
+        // The row stays (owner '') so the next holder's epoch is higher than every
+        // earlier one: a stale writer's fence never matches again.
         self.conn
             .execute(
-                "DELETE FROM leases WHERE task = ?1 AND owner = ?2",
-                params![task.as_str(), owner],
+                "UPDATE leases SET owner = '', expires_at = ?3 WHERE task = ?1 AND owner = ?2",
+                params![
+                    task.as_str(),
+                    owner,
+                    jiff::Timestamp::UNIX_EPOCH.to_string()
+                ],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -476,7 +501,9 @@ impl Store for SqliteStore {
     fn leases(&self) -> Result<Vec<Lease>, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT task, owner, epoch, expires_at FROM leases ORDER BY task")
+            .prepare_cached(
+                "SELECT task, owner, epoch, expires_at FROM leases WHERE owner <> '' ORDER BY task",
+            )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {

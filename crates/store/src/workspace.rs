@@ -105,6 +105,12 @@ impl Workspace {
         let cfg = ws.config_path();
         files::write_atomic(&cfg, toml.as_bytes())
             .map_err(|e| WorkspaceError::Io(e.to_string()))?;
+        if store_url.is_some_and(|u| crate::redact_url(u) != u) {
+            // The URL holds a password: only the owner may read the file.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| io(e, &cfg))?;
+        }
         if let Some((exclude, top)) = git_exclude_file(&root) {
             add_exclude(&exclude, &top, &root).map_err(|e| io(e, &exclude))?;
         }

@@ -1,0 +1,980 @@
+//! The PostgreSQL store, for runners on many machines sharing one database. The same
+//! schema and semantics as SQLite: a commit is one transaction that locks its task rows
+//! (`FOR UPDATE`, in id order), checks their versions and the writer's lease, appends the
+//! events, bumps a change counter and `NOTIFY`s listeners; claims skip the task rows
+//! another claimer is deciding on (`FOR UPDATE SKIP LOCKED`).
+//!
+//! Lock order, everywhere: task rows, then the lease row, then the change counter. The
+//! counter is taken last and held to the commit, so event sequence numbers are handed
+//! out in commit order and a reader never sees a gap that fills later.
+
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use postgres::error::SqlState;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, GenericClient, NoTls, Statement};
+use warden_core::event::Event;
+use warden_core::memory::Memory;
+use warden_core::model::{Task, TaskId};
+
+use crate::{Batch, Lease, Store, StoreError, redact_url};
+
+/// Schema migrations, applied in order; `warden_schema` holds the numbers applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: tasks, events, memory, idempotency keys, leases, and the change counter.
+    // Text keys use the "C" collation so rows sort by bytes, as SQLite sorts them.
+    "CREATE TABLE tasks (
+        id text COLLATE \"C\" PRIMARY KEY,
+        status text NOT NULL,
+        version bigint NOT NULL,
+        body text NOT NULL
+    );
+    CREATE TABLE events (
+        seq bigserial PRIMARY KEY,
+        at text NOT NULL,
+        task text COLLATE \"C\" NOT NULL,
+        version bigint NOT NULL,
+        actor text NOT NULL,
+        type text NOT NULL,
+        body text NOT NULL
+    );
+    CREATE INDEX events_by_task ON events (task, seq);
+    CREATE TABLE memory (
+        task text COLLATE \"C\" PRIMARY KEY,
+        body text NOT NULL
+    );
+    CREATE TABLE requests (
+        key text PRIMARY KEY,
+        at text NOT NULL,
+        response text NOT NULL
+    );
+    CREATE TABLE leases (
+        task text COLLATE \"C\" PRIMARY KEY,
+        owner text NOT NULL,
+        epoch bigint NOT NULL,
+        expires_us bigint NOT NULL
+    );
+    CREATE TABLE changes (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        version bigint NOT NULL
+    );
+    INSERT INTO changes (version) VALUES (0);",
+];
+
+/// The `LISTEN`/`NOTIFY` channel every commit signals.
+pub const CHANNEL: &str = "warden_changes";
+
+/// The advisory lock that serialises migrations between processes ("WARDEN").
+const MIGRATION_LOCK: i64 = 0x5741_5244_454e;
+
+/// A PostgreSQL-backed [`Store`]: one connection, used by one thread.
+pub struct PgStore {
+    client: RefCell<Client>,
+    config: postgres::Config,
+    lock_timeout_ms: u64,
+    /// The URL with its password replaced, for messages.
+    shown: String,
+    /// The password, scrubbed from every message.
+    password: Option<String>,
+    listening: Cell<bool>,
+    statements: RefCell<HashMap<&'static str, Statement>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("url", &self.shown).finish()
+    }
+}
+
+/// Parses a `postgres://` or `postgresql://` URL (libpq forms, including
+/// `?host=/socket/dir`), filling what libpq would take from the environment: the user
+/// (`PGUSER`, `USER`), the password (`PGPASSWORD`) and the host (`PGHOST`, else the
+/// Debian socket directory).
+pub fn parse_url(url: &str) -> Result<postgres::Config, String> {
+    let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+        format!(
+            "store url {} is not a PostgreSQL URL ({}); use postgres://USER[:PASSWORD]@HOST[:PORT]/DB or postgresql://USER@/DB?host=/socket/dir",
+            redact_url(url),
+            scrub(&e.to_string(), password_of(url).as_deref())
+        )
+    })?;
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if config.get_user().is_none() {
+        let user = env("PGUSER")
+            .or_else(|| env("USER"))
+            .unwrap_or_else(|| "postgres".into());
+        config.user(&user);
+    }
+    if config.get_password().is_none()
+        && let Some(pw) = env("PGPASSWORD")
+    {
+        config.password(pw);
+    }
+    if config.get_hosts().is_empty() {
+        let host = env("PGHOST").unwrap_or_else(|| "/var/run/postgresql".into());
+        config.host(&host);
+    }
+    config.application_name("warden");
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    Ok(config)
+}
+
+/// The password a URL carries (user info or `password=`), to scrub from messages.
+fn password_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let from_userinfo = main
+        .rsplit_once('@')
+        .and_then(|(ui, _)| ui.split_once(':'))
+        .map(|(_, pw)| pw.to_owned());
+    from_userinfo.or_else(|| {
+        query.split('&').find_map(|kv| {
+            kv.split_once('=')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("password"))
+                .map(|(_, v)| v.to_owned())
+        })
+    })
+}
+
+/// Removes a password from a message.
+fn scrub(msg: &str, password: Option<&str>) -> String {
+    match password {
+        Some(pw) if !pw.is_empty() => msg.replace(pw, "***"),
+        _ => msg.to_owned(),
+    }
+}
+
+fn micros(t: jiff::Timestamp) -> i64 {
+    t.as_microsecond()
+}
+
+fn from_micros(us: i64, what: &str) -> Result<jiff::Timestamp, StoreError> {
+    jiff::Timestamp::from_microsecond(us).map_err(|e| StoreError::Decode {
+        what: what.to_owned(),
+        detail: e.to_string(),
+    })
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Db(e.to_string()))
+}
+
+impl PgStore {
+    /// Connects (creating and migrating the schema if needed). `lock_timeout_ms` bounds
+    /// how long a write waits for a row another process holds (then exit 4, as SQLite's
+    /// busy timeout).
+    pub fn open(url: &str, lock_timeout_ms: u64) -> Result<PgStore, StoreError> {
+        let password = password_of(url);
+        let shown = redact_url(url);
+        let config = parse_url(url).map_err(StoreError::Db)?;
+        let client = connect(&config, lock_timeout_ms, &shown, password.as_deref())?;
+        let store = PgStore {
+            client: RefCell::new(client),
+            config,
+            lock_timeout_ms,
+            shown,
+            password,
+            listening: Cell::new(false),
+            statements: RefCell::new(HashMap::new()),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The connection, reconnected first when the server closed it.
+    fn client(&self) -> Result<RefMut<'_, Client>, StoreError> {
+        let mut c = self.client.borrow_mut();
+        if c.is_closed() {
+            *c = connect(
+                &self.config,
+                self.lock_timeout_ms,
+                &self.shown,
+                self.password.as_deref(),
+            )?;
+            self.statements.borrow_mut().clear();
+            self.listening.set(false);
+        }
+        Ok(c)
+    }
+
+    /// A prepared statement, prepared once per connection.
+    fn stmt<C: GenericClient>(
+        &self,
+        c: &mut C,
+        sql: &'static str,
+    ) -> Result<Statement, StoreError> {
+        if let Some(s) = self.statements.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let s = c.prepare(sql).map_err(|e| self.err(e))?;
+        self.statements.borrow_mut().insert(sql, s.clone());
+        Ok(s)
+    }
+
+    fn err(&self, e: postgres::Error) -> StoreError {
+        map_err(e, &self.shown, self.password.as_deref())
+    }
+
+    fn migrate(&self) -> Result<(), StoreError> {
+        let known = MIGRATIONS.len() as i64;
+        let mut c = self.client()?;
+        // The quick path: already current (a failed query outside a transaction is harmless).
+        if let Ok(row) = c.query_one("SELECT max(version) FROM warden_schema", &[])
+            && row.get::<_, Option<i32>>(0).map(i64::from) == Some(known)
+        {
+            return Ok(());
+        }
+        let mut tx = c.transaction().map_err(|e| self.err(e))?;
+        tx.query("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .map_err(|e| self.err(e))?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS warden_schema (version integer PRIMARY KEY)")
+            .map_err(|e| self.err(e))?;
+        let current: i64 = tx
+            .query_one("SELECT max(version) FROM warden_schema", &[])
+            .map_err(|e| self.err(e))?
+            .get::<_, Option<i32>>(0)
+            .map_or(0, i64::from);
+        if current > known {
+            return Err(StoreError::TooNew {
+                found: current,
+                known,
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            tx.batch_execute(sql).map_err(|e| self.err(e))?;
+            tx.execute(
+                "INSERT INTO warden_schema (version) VALUES ($1)",
+                &[&(i as i32 + 1)],
+            )
+            .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    fn decode_task(&self, id: &str, body: &str) -> Result<Task, StoreError> {
+        serde_json::from_str(body).map_err(|e| StoreError::Decode {
+            what: format!("task {id}"),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Takes or renews a lease inside a transaction, locking its row.
+    fn acquire_in(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        task: &TaskId,
+        owner: &str,
+        now: jiff::Timestamp,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let expires_at = now
+            .checked_add(jiff::SignedDuration::try_from(ttl).unwrap_or(jiff::SignedDuration::MAX))
+            .unwrap_or(now);
+        let exp_us = micros(expires_at);
+        let sel = self.stmt(
+            tx,
+            "SELECT owner, epoch, expires_us FROM leases WHERE task = $1 FOR UPDATE",
+        )?;
+        let cur = tx
+            .query_opt(&sel, &[&task.as_str()])
+            .map_err(|e| self.err(e))?;
+        let (epoch, taken_from) = match cur {
+            None => {
+                let ins = self.stmt(
+                    tx,
+                    "INSERT INTO leases (task, owner, epoch, expires_us) VALUES ($1, $2, 1, $3)
+                     ON CONFLICT (task) DO NOTHING",
+                )?;
+                let n = tx
+                    .execute(&ins, &[&task.as_str(), &owner, &exp_us])
+                    .map_err(|e| self.err(e))?;
+                if n == 0 {
+                    // Another runner inserted it first.
+                    return Ok(None);
+                }
+                return Ok(Some(Lease {
+                    task: task.clone(),
+                    owner: owner.to_owned(),
+                    epoch: 1,
+                    expires_at: from_micros(exp_us, "lease")?,
+                    taken_from: None,
+                }));
+            }
+            Some(row) => {
+                let (o, e, exp): (String, i64, i64) = (row.get(0), row.get(1), row.get(2));
+                if o == owner {
+                    (e, None)
+                } else if o.is_empty() {
+                    // Released: a new holder, a new epoch.
+                    (e + 1, None)
+                } else if exp > micros(now) {
+                    return Ok(None);
+                } else {
+                    (e + 1, Some(o))
+                }
+            }
+        };
+        let upd = self.stmt(
+            tx,
+            "UPDATE leases SET owner = $2, epoch = $3, expires_us = $4 WHERE task = $1",
+        )?;
+        tx.execute(&upd, &[&task.as_str(), &owner, &epoch, &exp_us])
+            .map_err(|e| self.err(e))?;
+        Ok(Some(Lease {
+            task: task.clone(),
+            owner: owner.to_owned(),
+            epoch: epoch as u64,
+            expires_at: from_micros(exp_us, "lease")?,
+            taken_from,
+        }))
+    }
+
+    /// Bumps the change counter and signals listeners (delivered at commit).
+    fn changed(&self, tx: &mut postgres::Transaction<'_>) -> Result<(), StoreError> {
+        let bump = self.stmt(tx, "UPDATE changes SET version = version + 1")?;
+        tx.execute(&bump, &[]).map_err(|e| self.err(e))?;
+        tx.batch_execute(&format!("NOTIFY {CHANNEL}"))
+            .map_err(|e| self.err(e))
+    }
+
+    fn current_version(&self, c: &mut Client) -> Result<u64, StoreError> {
+        let q = self.stmt(c, "SELECT version FROM changes")?;
+        let row = c.query_one(&q, &[]).map_err(|e| self.err(e))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn read_events(&self, task: Option<&TaskId>) -> Result<Vec<Event>, StoreError> {
+        let mut c = self.client()?;
+        let rows = match task {
+            Some(id) => {
+                let q = self.stmt(
+                    &mut *c,
+                    "SELECT seq, at, task, version, actor, body FROM events WHERE task = $1 ORDER BY seq",
+                )?;
+                c.query(&q, &[&id.as_str()])
+            }
+            None => {
+                let q = self.stmt(
+                    &mut *c,
+                    "SELECT seq, at, task, version, actor, body FROM events ORDER BY seq",
+                )?;
+                c.query(&q, &[])
+            }
+        }
+        .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                crate::sqlite::decode_event(
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    r.get(3),
+                    r.get(4),
+                    r.get(5),
+                )
+            })
+            .collect()
+    }
+}
+
+fn connect(
+    config: &postgres::Config,
+    lock_timeout_ms: u64,
+    shown: &str,
+    password: Option<&str>,
+) -> Result<Client, StoreError> {
+    let mut client = config.connect(NoTls).map_err(|e| {
+        StoreError::Db(format!(
+            "cannot connect to the PostgreSQL store {shown}: {}; check that the server is running and that the URL, user and password are right",
+            scrub(&error_text(&e), password)
+        ))
+    })?;
+    client
+        .batch_execute(&format!(
+            "SET lock_timeout = {}; SET TIME ZONE 'UTC'",
+            lock_timeout_ms.max(1)
+        ))
+        .map_err(|e| map_err(e, shown, password))?;
+    Ok(client)
+}
+
+/// The message of an error with its causes (the server's own words for database errors).
+fn error_text(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
+    }
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}
+
+/// Maps PostgreSQL errors onto the documented kinds: lock waits, deadlocks and
+/// serialisation failures are "busy" (exit 4, safe to retry); the rest exit 5.
+fn map_err(e: postgres::Error, shown: &str, password: Option<&str>) -> StoreError {
+    if let Some(code) = e.code()
+        && [
+            SqlState::LOCK_NOT_AVAILABLE,
+            SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::QUERY_CANCELED,
+        ]
+        .contains(code)
+    {
+        return StoreError::Busy;
+    }
+    let text = scrub(&error_text(&e), password);
+    if e.is_closed() {
+        return StoreError::Db(format!(
+            "the connection to the PostgreSQL store {shown} was lost ({text}); check the server and run the command again"
+        ));
+    }
+    StoreError::Db(format!("PostgreSQL store {shown}: {text}"))
+}
+
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn get(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, "SELECT body FROM tasks WHERE id = $1")?;
+        let row = c.query_opt(&q, &[&id.as_str()]).map_err(|e| self.err(e))?;
+        row.map(|r| self.decode_task(id.as_str(), r.get(0)))
+            .transpose()
+    }
+
+    fn list(&self) -> Result<Vec<Task>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, "SELECT id, body FROM tasks ORDER BY id")?;
+        let rows = c.query(&q, &[]).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| self.decode_task(r.get(0), r.get(1)))
+            .collect()
+    }
+
+    fn events(&self, task: Option<&TaskId>) -> Result<Vec<Event>, StoreError> {
+        self.read_events(task)
+    }
+
+    fn memory(&self, id: &TaskId) -> Result<Option<Memory>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, "SELECT body FROM memory WHERE task = $1")?;
+        let row = c.query_opt(&q, &[&id.as_str()]).map_err(|e| self.err(e))?;
+        row.map(|r| {
+            serde_json::from_str(r.get(0)).map_err(|e| StoreError::Decode {
+                what: format!("memory of {id}"),
+                detail: e.to_string(),
+            })
+        })
+        .transpose()
+    }
+
+    fn all_memory(&self) -> Result<Vec<(TaskId, Memory)>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, "SELECT task, body FROM memory ORDER BY task")?;
+        let rows = c.query(&q, &[]).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                let id: &str = r.get(0);
+                let bad = |detail: String| StoreError::Decode {
+                    what: format!("memory of {id}"),
+                    detail,
+                };
+                let tid = TaskId::new(id).map_err(|e| bad(e.to_string()))?;
+                let m = serde_json::from_str(r.get(1)).map_err(|e| bad(e.to_string()))?;
+                Ok((tid, m))
+            })
+            .collect()
+    }
+
+    fn request(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, "SELECT response FROM requests WHERE key = $1")?;
+        let row = c.query_opt(&q, &[&key]).map_err(|e| self.err(e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    fn commit(&self, batch: Batch) -> Result<Vec<Event>, StoreError> {
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(|e| self.err(e))?;
+        if let Some((key, _)) = &batch.request {
+            let q = self.stmt(&mut tx, "SELECT response FROM requests WHERE key = $1")?;
+            if let Some(row) = tx.query_opt(&q, &[key]).map_err(|e| self.err(e))? {
+                return Err(StoreError::Duplicate(row.get(0)));
+            }
+        }
+        // 1. Lock every task row the batch touches, in id order (no deadlocks between
+        //    batches), and read their versions.
+        let mut ids: Vec<String> = batch
+            .changes
+            .iter()
+            .filter_map(|ch| match (&ch.before, &ch.after) {
+                (Some(t), _) | (None, Some(t)) => Some(t.id().to_string()),
+                (None, None) => None,
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let lock = self.stmt(
+            &mut tx,
+            "SELECT id, version FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        )?;
+        let mut stored: BTreeMap<String, i64> = tx
+            .query(&lock, &[&ids])
+            .map_err(|e| self.err(e))?
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+            .collect();
+        // 2. The writer's lease (a takeover waits for this commit, or wins before it).
+        if let Some(f) = &batch.fence {
+            let q = self.stmt(
+                &mut tx,
+                "SELECT owner, epoch FROM leases WHERE task = $1 FOR SHARE",
+            )?;
+            let held = tx
+                .query_opt(&q, &[&f.task.as_str()])
+                .map_err(|e| self.err(e))?
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)));
+            if held != Some((f.owner.clone(), f.epoch as i64)) {
+                return Err(StoreError::LeaseLost {
+                    task: f.task.to_string(),
+                    owner: f.owner.clone(),
+                    epoch: f.epoch,
+                });
+            }
+        }
+        // 3. The change counter, held to the commit: sequence numbers in commit order.
+        self.changed(&mut tx)?;
+        let insert_event = self.stmt(
+            &mut tx,
+            "INSERT INTO events (at, task, version, actor, type, body)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
+        )?;
+        let insert_task = self.stmt(
+            &mut tx,
+            "INSERT INTO tasks (id, status, version, body) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (id) DO NOTHING",
+        )?;
+        let update_task = self.stmt(
+            &mut tx,
+            "UPDATE tasks SET status = $2, version = $3, body = $4 WHERE id = $1",
+        )?;
+        let mut out = Vec::new();
+        for ch in &batch.changes {
+            let id = match (&ch.before, &ch.after) {
+                (Some(t), _) | (None, Some(t)) => t.id().clone(),
+                (None, None) => continue,
+            };
+            let found = stored.get(id.as_str()).copied();
+            let expected = ch.before.as_ref().map_or(0, |t| t.version());
+            let conflict = |found: u64| StoreError::Conflict {
+                task: id.to_string(),
+                expected,
+                found,
+            };
+            if expected != found.map_or(0, |v| v as u64) {
+                return Err(conflict(found.map_or(0, |v| v as u64)));
+            }
+            for ev in &ch.events {
+                let row = tx
+                    .query_one(
+                        &insert_event,
+                        &[
+                            &ev.at.to_string(),
+                            &ev.task.as_str(),
+                            &(ev.version as i64),
+                            &ev.actor.as_str(),
+                            &ev.kind.type_name(),
+                            &json(&ev.kind)?,
+                        ],
+                    )
+                    .map_err(|e| self.err(e))?;
+                let mut ev = ev.clone();
+                ev.seq = row.get::<_, i64>(0) as u64;
+                out.push(ev);
+            }
+            match &ch.after {
+                Some(t) => {
+                    let params: [&(dyn postgres::types::ToSql + Sync); 4] = [
+                        &t.id().as_str(),
+                        &t.status().as_str(),
+                        &(t.version() as i64),
+                        &json(t)?,
+                    ];
+                    if found.is_none() {
+                        let n = tx.execute(&insert_task, &params).map_err(|e| self.err(e))?;
+                        if n == 0 {
+                            // Created by a concurrent batch that committed meanwhile.
+                            let v = tx
+                                .query_one(
+                                    "SELECT version FROM tasks WHERE id = $1",
+                                    &[&id.as_str()],
+                                )
+                                .map_err(|e| self.err(e))?
+                                .get::<_, i64>(0);
+                            return Err(conflict(v as u64));
+                        }
+                    } else {
+                        tx.execute(&update_task, &params).map_err(|e| self.err(e))?;
+                    }
+                    stored.insert(id.to_string(), t.version() as i64);
+                }
+                None => {
+                    tx.execute("DELETE FROM tasks WHERE id = $1", &[&id.as_str()])
+                        .map_err(|e| self.err(e))?;
+                    tx.execute("DELETE FROM memory WHERE task = $1", &[&id.as_str()])
+                        .map_err(|e| self.err(e))?;
+                    stored.remove(id.as_str());
+                }
+            }
+        }
+        let upsert_memory = self.stmt(
+            &mut tx,
+            "INSERT INTO memory (task, body) VALUES ($1, $2)
+             ON CONFLICT (task) DO UPDATE SET body = excluded.body",
+        )?;
+        for (id, m) in &batch.memory {
+            tx.execute(&upsert_memory, &[&id.as_str(), &json(m)?])
+                .map_err(|e| self.err(e))?;
+        }
+        if let Some((key, resp)) = &batch.request {
+            let at = out.first().map(|e| e.at.to_string()).unwrap_or_default();
+            let n = tx
+                .execute(
+                    "INSERT INTO requests (key, at, response) VALUES ($1, $2, $3)
+                     ON CONFLICT (key) DO NOTHING",
+                    &[key, &at, resp],
+                )
+                .map_err(|e| self.err(e))?;
+            if n == 0 {
+                // The same request committed meanwhile by another process.
+                drop(tx);
+                drop(c);
+                let resp = self.request(key)?.unwrap_or_default();
+                return Err(StoreError::Duplicate(resp));
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(out)
+    }
+
+    fn data_version(&self) -> Result<u64, StoreError> {
+        let mut c = self.client()?;
+        self.current_version(&mut c)
+    }
+
+    fn acquire_lease(
+        &self,
+        task: &TaskId,
+        owner: &str,
+        now: jiff::Timestamp,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(|e| self.err(e))?;
+        let got = self.acquire_in(&mut tx, task, owner, now, ttl)?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(got)
+    }
+
+    fn release_lease(&self, task: &TaskId, owner: &str) -> Result<(), StoreError> {
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(|e| self.err(e))?;
+        // The row stays (owner '') so the next holder's epoch is higher than every
+        // earlier one: a stale writer's fence never matches again.
+        let n = tx
+            .execute(
+                "UPDATE leases SET owner = '', expires_us = 0 WHERE task = $1 AND owner = $2",
+                &[&task.as_str(), &owner],
+            )
+            .map_err(|e| self.err(e))?;
+        if n > 0 {
+            // A released task may be claimed now: wake the other runners.
+            self.changed(&mut tx)?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(
+            &mut *c,
+            "SELECT task, owner, epoch, expires_us FROM leases WHERE owner <> '' ORDER BY task",
+        )?;
+        let rows = c.query(&q, &[]).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                let task: &str = r.get(0);
+                let what = format!("lease of {task}");
+                Ok(Lease {
+                    task: TaskId::new(task).map_err(|e| StoreError::Decode {
+                        what: what.clone(),
+                        detail: e.to_string(),
+                    })?,
+                    owner: r.get(1),
+                    epoch: r.get::<_, i64>(2) as u64,
+                    expires_at: from_micros(r.get(3), &what)?,
+                    taken_from: None,
+                })
+            })
+            .collect()
+    }
+
+    fn claim(
+        &self,
+        candidates: &[TaskId],
+        owner: &str,
+        now: jiff::Timestamp,
+        ttl: Duration,
+        max: usize,
+    ) -> Result<Vec<Lease>, StoreError> {
+        if candidates.is_empty() || max == 0 {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = candidates.iter().map(|t| t.as_str()).collect();
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(|e| self.err(e))?;
+        // Lock the free candidates' task rows; rows another claimer (or a commit) holds
+        // right now are skipped instead of waited for.
+        let q = self.stmt(
+            &mut tx,
+            "SELECT t.id FROM unnest($1::text[]) WITH ORDINALITY AS c(id, ord)
+             JOIN tasks t ON t.id = c.id COLLATE \"C\"
+             LEFT JOIN leases l ON l.task = t.id
+             WHERE l.task IS NULL OR l.owner = '' OR l.owner = $2 OR l.expires_us <= $3
+             ORDER BY c.ord
+             LIMIT $4
+             FOR UPDATE OF t SKIP LOCKED",
+        )?;
+        let rows = tx
+            .query(&q, &[&ids, &owner, &micros(now), &(max as i64)])
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for r in rows {
+            let id: &str = r.get(0);
+            let id = TaskId::new(id).map_err(|e| StoreError::Decode {
+                what: format!("task {id}"),
+                detail: e.to_string(),
+            })?;
+            // The lease row itself is decided under its own lock, as `acquire_lease` does.
+            if let Some(l) = self.acquire_in(&mut tx, &id, owner, now, ttl)? {
+                out.push(l);
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(out)
+    }
+
+    fn wait_for_change(&self, seen: u64, timeout: Duration) -> Result<u64, StoreError> {
+        let mut c = self.client()?;
+        if !self.listening.get() {
+            c.batch_execute(&format!("LISTEN {CHANNEL}"))
+                .map_err(|e| self.err(e))?;
+            self.listening.set(true);
+        }
+        // Notifications that arrived before this read are reflected in it.
+        while c
+            .notifications()
+            .iter()
+            .next()
+            .map_err(|e| self.err(e))?
+            .is_some()
+        {}
+        let v = self.current_version(&mut c)?;
+        if v != seen {
+            return Ok(v);
+        }
+        let woke = c
+            .notifications()
+            .timeout_iter(timeout)
+            .next()
+            .map_err(|e| self.err(e))?;
+        if woke.is_none() {
+            return Ok(v);
+        }
+        self.current_version(&mut c)
+    }
+}
+
+/// Helpers for tests that need a PostgreSQL server: `WARDEN_TEST_PG_URL` names one
+/// (`./scripts/test` starts a throwaway cluster and sets it). Each test gets a database
+/// of its own, dropped at the end.
+pub mod testing {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use postgres::{Client, NoTls};
+
+    /// The variable naming the test server.
+    pub const ENV: &str = "WARDEN_TEST_PG_URL";
+
+    /// A fresh database on the test server, dropped (with its connections) on drop.
+    #[derive(Debug)]
+    pub struct TestDb {
+        admin: String,
+        name: String,
+        /// The URL of the new database.
+        pub url: String,
+    }
+
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+    /// The test server's URL. Without it: under `CI=true` a panic that says how to start
+    /// one; otherwise `None` after a notice on stderr (the caller skips its test).
+    pub fn server(test: &str) -> Option<String> {
+        match std::env::var(ENV) {
+            Ok(u) if !u.trim().is_empty() => Some(u),
+            _ => {
+                let how = format!(
+                    "{ENV} is not set, so the PostgreSQL tests cannot run: run ./scripts/test (it starts a throwaway cluster when initdb and pg_ctl are installed: apt-get install postgresql), or start a server and export {ENV}=postgresql://USER@/postgres?host=/socket/dir"
+                );
+                if std::env::var("CI").is_ok_and(|v| v == "true") {
+                    panic!("{test}: {how}");
+                }
+                eprintln!("SKIPPED {test}: {how}");
+                None
+            }
+        }
+    }
+
+    /// Replaces the database name of a PostgreSQL URL.
+    pub fn with_dbname(url: &str, db: &str) -> String {
+        let (scheme, rest) = url.split_once("://").unwrap_or(("postgresql", url));
+        let (main, query) = match rest.split_once('?') {
+            Some((m, q)) => (m, Some(q)),
+            None => (rest, None),
+        };
+        // The path starts at the first `/` after the user info.
+        let auth_end = main.rfind('@').map_or(0, |i| i + 1);
+        let authority = match main[auth_end..].find('/') {
+            Some(i) => &main[..auth_end + i],
+            None => main,
+        };
+        match query {
+            Some(q) => format!("{scheme}://{authority}/{db}?{q}"),
+            None => format!("{scheme}://{authority}/{db}"),
+        }
+    }
+
+    /// Creates a fresh database for one test, or `None` (see [`server`]).
+    pub fn database(test: &str) -> Option<TestDb> {
+        let admin = server(test)?;
+        Some(create_database(&admin, test))
+    }
+
+    /// Creates a fresh database on the server `admin` names (panics when it cannot).
+    pub fn create_database(admin: &str, test: &str) -> TestDb {
+        let admin = admin.to_owned();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("warden_t_{}_{n}", std::process::id());
+        let config = super::parse_url(&admin).unwrap_or_else(|e| panic!("{ENV}: {e}"));
+        let mut c = config
+            .connect(NoTls)
+            .unwrap_or_else(|e| panic!("{test}: cannot connect to {ENV}: {e}"));
+        // One statement per call (CREATE DATABASE refuses an implicit transaction), and a
+        // few tries: concurrent creations from template1 may collide.
+        let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        let mut tries = 0;
+        while let Err(e) = c.batch_execute(&format!("CREATE DATABASE {name}")) {
+            tries += 1;
+            if tries >= 20 {
+                panic!(
+                    "{test}: cannot create a database: {}",
+                    super::error_text(&e)
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        TestDb {
+            url: with_dbname(&admin, &name),
+            admin,
+            name,
+        }
+    }
+
+    impl TestDb {
+        /// A plain client on the test database, for tests that poke at rows directly.
+        pub fn client(&self) -> Client {
+            super::parse_url(&self.url)
+                .expect("test url")
+                .connect(NoTls)
+                .expect("connect to the test database")
+        }
+    }
+
+    impl Drop for TestDb {
+        fn drop(&mut self) {
+            if let Ok(config) = super::parse_url(&self.admin)
+                && let Ok(mut c) = config.connect(NoTls)
+            {
+                let _ = c.batch_execute(&format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    self.name
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_passwords() {
+        assert_eq!(
+            testing::with_dbname("postgresql://postgres@/postgres?host=/tmp/x", "w1"),
+            "postgresql://postgres@/w1?host=/tmp/x"
+        );
+        assert_eq!(
+            testing::with_dbname("postgres://u:p@h:5432/db", "w2"),
+            "postgres://u:p@h:5432/w2"
+        );
+        assert_eq!(
+            testing::with_dbname("postgres://h", "w3"),
+            "postgres://h/w3"
+        );
+        assert_eq!(
+            password_of("postgres://u:s3cret@h/db").as_deref(),
+            Some("s3cret")
+        );
+        assert_eq!(
+            password_of("postgres://u@h/db?password=s3cret").as_deref(),
+            Some("s3cret")
+        );
+        assert_eq!(password_of("postgres://u@h/db"), None);
+        let c = parse_url("postgresql://alice@/db?host=/run/pg").unwrap();
+        assert_eq!(c.get_user(), Some("alice"));
+        assert_eq!(c.get_dbname(), Some("db"));
+        assert!(matches!(
+            c.get_hosts(),
+            [postgres::config::Host::Unix(p)] if p == std::path::Path::new("/run/pg")
+        ));
+        let e = parse_url("postgres://u:s3cret@h:notaport/db").unwrap_err();
+        assert!(!e.contains("s3cret"), "{e}");
+        assert!(e.contains("u:***@"), "{e}");
+    }
+
+    #[test]
+    fn connection_errors_never_show_the_password() {
+        let dir = std::env::temp_dir().join(format!("warden-nopg-{}", std::process::id()));
+        let url = format!(
+            "postgresql://warden:hunter2secret@/db?host={}&connect_timeout=2",
+            dir.display()
+        );
+        let e = PgStore::open(&url, 1000).unwrap_err().to_string();
+        assert!(!e.contains("hunter2secret"), "{e}");
+        assert!(e.contains("warden:***@"), "{e}");
+        assert!(e.contains("cannot connect"), "{e}");
+        assert_eq!(scrub("a hunter2 b", Some("hunter2")), "a *** b");
+    }
+}

@@ -249,6 +249,8 @@ impl Engine {
             };
             match self.store.commit(batch) {
                 Ok(_) => {
+                    crate::failpoint::hit("after-commit");
+                    crate::failpoint::hit("after-commit-exit");
                     self.after_commit(std::slice::from_ref(&change));
                     return Ok(Written::Done(Box::new(change), response));
                 }

@@ -211,6 +211,13 @@ pub fn update_text(
                 .create_new(true)
                 .open(&tmp)
                 .map_err(|e| io(&tmp, e))?;
+            if crate::failpoint::armed("mid-taskmd-write") {
+                // Half the new text, then a crash: the rename never happens.
+                let half = new.len() / 2;
+                f.write_all(&new.as_bytes()[..half])
+                    .map_err(|e| io(&tmp, e))?;
+                crate::failpoint::hit("mid-taskmd-write");
+            }
             f.write_all(new.as_bytes()).map_err(|e| io(&tmp, e))?;
         }
         // The window between this check and the rename is a few microseconds; an edit

@@ -7,6 +7,8 @@
 
 pub mod config;
 pub mod engine;
+#[doc(hidden)]
+pub mod failpoint;
 pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -11,7 +11,7 @@ use warden_core::event::{Event, EventKind};
 use warden_core::memory::Memory;
 use warden_core::model::{Task, TaskId};
 
-use crate::{Batch, Lease, Store, StoreError};
+use crate::{Batch, Lease, Store, StoreError, failpoint};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` is the number applied.
 const MIGRATIONS: &[&str] = &[
@@ -311,6 +311,7 @@ impl Store for SqliteStore {
     fn commit(&self, batch: Batch) -> Result<Vec<Event>, StoreError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(|e| self.err(e))?;
+        failpoint::hit("after-begin");
         if let Some((key, _)) = &batch.request {
             let prior: Option<String> = tx
                 .query_row("SELECT response FROM requests WHERE key = ?1", [key], |r| {
@@ -380,6 +381,7 @@ impl Store for SqliteStore {
                 ev.seq = tx.last_insert_rowid() as u64;
                 out.push(ev);
             }
+            failpoint::hit("after-events");
             match &ch.after {
                 Some(t) => {
                     let body =
@@ -405,6 +407,7 @@ impl Store for SqliteStore {
                         .map_err(|e| self.err(e))?;
                 }
             }
+            failpoint::hit("after-row");
         }
         for (id, m) in &batch.memory {
             let body = serde_json::to_string(m).map_err(|e| StoreError::Db(e.to_string()))?;
@@ -424,6 +427,7 @@ impl Store for SqliteStore {
             )
             .map_err(|e| self.err(e))?;
         }
+        failpoint::hit("before-commit");
         tx.commit().map_err(|e| self.err(e))?;
         Ok(out)
     }

@@ -418,3 +418,49 @@ fn outside_git_phases_are_skipped() {
     assert_eq!(t["phases"]["merge-ri"], "skipped");
     assert!(p.root.join("hi.txt").exists());
 }
+
+fn find_pwned(dir: &Path, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if e.file_name().to_string_lossy().starts_with("PWNED") {
+            found.push(p.clone());
+        }
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            find_pwned(&p, found);
+        }
+    }
+}
+
+/// Titles, bodies and instructions reach git, tmux and the agent only as arguments:
+/// shell metacharacters in them never run, in either session mode.
+#[test]
+fn shell_metacharacters_in_titles_never_run() {
+    for session in ["process", "tmux"] {
+        let p = Project::new(session);
+        p.import(
+            r#"{"tasks": [{"id": "evil",
+              "title": "$(touch PWNED1) `touch PWNED2`; touch PWNED3 #{pane_pid} '\"",
+              "body": "$(touch PWNED4)\n; touch PWNED5",
+              "agent": "x $(touch PWNED6) `touch PWNED7` (sim:good)"}]}"#,
+        );
+        p.run_to_end();
+        assert_eq!(
+            p.task("evil")["status"],
+            "done",
+            "{session}: {}",
+            p.task("evil")
+        );
+        let mut found = Vec::new();
+        find_pwned(&p.root, &mut found);
+        find_pwned(&std::env::temp_dir(), &mut found);
+        assert!(found.is_empty(), "{session}: something ran: {found:?}");
+        let log = git(&p.root, &["log", "-1", "--format=%s", "main"]);
+        assert!(
+            log.contains("$(touch PWNED1)"),
+            "the title is kept literally: {log}"
+        );
+    }
+}

@@ -2,14 +2,13 @@
 //! restored from the store, the selected node gets the transition table, parents' passes
 //! are derived bottom-up and children sorted; the runner's lifecycle decisions follow.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Limits, Status, Task, TaskId, TaskSpec, named_enum};
-use crate::tree::{Forest, PlanError, PlanNode, derive_in_place, validate_plan};
+use crate::tree::{Forest, IdMap, PlanError, PlanNode, derive_in_place, validate_plan};
 
 named_enum!(
     /// What the agent says about the selected node (seed 000).
@@ -281,7 +280,7 @@ pub fn apply_state_updates(
         return Err(ApplyError::MissingGuard);
     }
     validate_plan(&next, &[]).map_err(ApplyError::Invalid)?;
-    let prev_by_id: HashMap<&TaskId, usize> =
+    let prev_by_id: IdMap<&TaskId, usize> =
         prev.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
     let Some(&sel_prev) = prev_by_id.get(selected) else {
         return Err(ApplyError::UnknownSelected(selected.clone()));
@@ -326,7 +325,7 @@ pub fn apply_state_updates(
             new,
         });
     }
-    let by_id: HashMap<&TaskId, usize> = nodes
+    let by_id: IdMap<&TaskId, usize> = nodes
         .iter()
         .enumerate()
         .map(|(i, n)| (&n.spec.id, i))

@@ -12,6 +12,32 @@ mod tests;
 
 use std::collections::HashMap;
 
+/// A fast, deterministic hasher for task ids (the multiply-rotate of rustc's FxHash):
+/// tree reconcile hashes every id of a 100k-node tree several times, and SipHash's
+/// protection against chosen keys buys nothing for ids a project chose itself.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(b))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(i)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by task id, hashed with [`IdHasher`].
+pub(crate) type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
 pub use apply::{
     AgentStatus, ApplyError, ApplySummary, GuardOutcome, ReconciledNode, TamperNote, TreeUpdate,
     apply_state_updates,
@@ -36,7 +62,7 @@ impl Forest {
     /// Builds the forest from accessors; `index` maps each id to its position.
     pub(crate) fn build<'a>(
         n: usize,
-        index: &HashMap<&'a TaskId, usize>,
+        index: &IdMap<&'a TaskId, usize>,
         id: impl Fn(usize) -> &'a TaskId,
         parent: impl Fn(usize) -> Option<&'a TaskId>,
         order: impl Fn(usize) -> i64,
@@ -114,7 +140,7 @@ pub(crate) fn derive_in_place(
 /// Recomputes the parents' `passes` of reconciled nodes (see [`apply_state_updates`]) and
 /// returns the ids of parents that became `true`, sorted.
 pub fn derive_passes(nodes: &mut [ReconciledNode]) -> Vec<TaskId> {
-    let index: HashMap<&TaskId, usize> = nodes
+    let index: IdMap<&TaskId, usize> = nodes
         .iter()
         .enumerate()
         .map(|(i, n)| (&n.spec.id, i))
@@ -143,14 +169,14 @@ pub fn derive_passes(nodes: &mut [ReconciledNode]) -> Vec<TaskId> {
 #[derive(Debug)]
 pub struct TreeIndex<'a> {
     tasks: &'a [Task],
-    by_id: HashMap<&'a TaskId, usize>,
+    by_id: IdMap<&'a TaskId, usize>,
     forest: Forest,
 }
 
 impl<'a> TreeIndex<'a> {
     /// Indexes `tasks` (any order).
     pub fn new(tasks: &'a [Task]) -> TreeIndex<'a> {
-        let by_id: HashMap<&TaskId, usize> =
+        let by_id: IdMap<&TaskId, usize> =
             tasks.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
         let forest = Forest::build(
             tasks.len(),

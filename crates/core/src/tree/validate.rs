@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use crate::model::TaskId;
-use crate::tree::PlanNode;
+use crate::tree::{IdMap, PlanNode};
 
 /// One problem in a plan file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -77,7 +77,8 @@ pub fn validate_plan(nodes: &[PlanNode], existing: &[TaskId]) -> Result<(), Vec<
     // One pass builds the index (the first in file order stands for a repeated id) and
     // counts repeats; each kind of problem is sorted by id at the end, so the report
     // does not depend on the file's order.
-    let mut index: HashMap<&TaskId, usize> = HashMap::with_capacity(nodes.len());
+    let mut index: IdMap<&TaskId, usize> =
+        IdMap::with_capacity_and_hasher(nodes.len(), Default::default());
     let mut repeats: HashMap<&TaskId, usize> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if index.insert(&n.id, i).is_some() {

@@ -16,6 +16,8 @@ static N: AtomicUsize = AtomicUsize::new(0);
 
 struct Project {
     root: PathBuf,
+    /// Extra environment for every `warden` this test runs.
+    env: Vec<(&'static str, String)>,
 }
 
 impl Drop for Project {
@@ -72,7 +74,10 @@ impl Project {
         )
         .unwrap();
         std::fs::write(root.join("scratch.txt"), "untracked\n").unwrap();
-        let p = Project { root };
+        let p = Project {
+            root,
+            env: Vec::new(),
+        };
         p.ok(&["init"]);
         let cfg = p.root.join(".warden/warden.toml");
         let text = std::fs::read_to_string(&cfg).unwrap().replace(
@@ -95,9 +100,12 @@ impl Project {
             "WARDEN_ROLE",
             "WARDEN_DIR",
             "WARDEN_STORE_URL",
+            "WARDEN_CREDENTIALS",
+            "PGPASSWORD",
         ] {
             c.env_remove(v);
         }
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 
@@ -405,7 +413,10 @@ fn outside_git_phases_are_skipped() {
         N.fetch_add(1, Ordering::SeqCst)
     ));
     std::fs::create_dir_all(&root).unwrap();
-    let p = Project { root };
+    let p = Project {
+        root,
+        env: Vec::new(),
+    };
     p.ok(&["init"]);
     p.import(
         r#"{"tasks": [{"id": "a", "work": "echo hi > hi.txt", "postchecks": "test -f hi.txt"}]}"#,
@@ -462,5 +473,88 @@ fn shell_metacharacters_in_titles_never_run() {
             log.contains("$(touch PWNED1)"),
             "the title is kept literally: {log}"
         );
+    }
+}
+
+/// The store's secrets given to `warden run` (`WARDEN_STORE_URL`, `PGPASSWORD`) never
+/// reach a session's environment (nor the tmux server's), yet Warden's own calls from the
+/// session still find the store: through the 0600 credentials file.
+#[test]
+fn sessions_carry_no_store_secrets() {
+    use std::os::unix::fs::PermissionsExt;
+    for session in ["process", "tmux"] {
+        let mut p = Project::new(session);
+        // The configured store is unusable: only the URL from the environment works.
+        let cfg = p.root.join(".warden/warden.toml");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let text = text.replace(
+            "url = \"sqlite:.warden/warden.db\"",
+            "url = \"sqlite:/nonexistent/warden.db\"",
+        );
+        assert!(text.contains("/nonexistent/"), "{text}");
+        // The agent dumps its environment, then acts as the simulated agent.
+        let text = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("command = ") {
+                    format!(
+                        "command = [\"sh\", \"-c\", \"env > \\\"$WARDEN_DIR/.warden/env-$WARDEN_SESSION\\\"; exec \\\"$0\\\" agent-sim --prompt \\\"$1\\\"\", \"{}\", \"{{prompt_file}}\"]",
+                        bin().display()
+                    )
+                } else {
+                    l.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&cfg, text).unwrap();
+        let db = p.root.join(".warden/warden.db");
+        p.env = vec![
+            ("WARDEN_STORE_URL", format!("sqlite:{}", db.display())),
+            ("PGPASSWORD", "hunter2-secret".into()),
+        ];
+        p.import(r#"{"tasks": [{"id": "a", "agent": "do it (sim:good)"}]}"#);
+        p.run_to_end();
+        assert_eq!(p.task("a")["status"], "done", "{session}: {}", p.task("a"));
+
+        let dir = p.root.join(".warden");
+        let dumps: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|f| f.file_name().unwrap().to_string_lossy().starts_with("env-"))
+            .collect();
+        assert!(!dumps.is_empty(), "{session}: the agent ran no session");
+        for f in &dumps {
+            let env = std::fs::read_to_string(f).unwrap();
+            assert!(!env.contains("hunter2"), "{session}: {env}");
+            assert!(!env.contains("WARDEN_STORE_URL="), "{session}: {env}");
+            assert!(env.contains("WARDEN_CREDENTIALS="), "{session}: {env}");
+        }
+        let creds = dir.join("credentials");
+        let mode = std::fs::metadata(&creds).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{session}: credentials mode {mode:o}");
+        let text = std::fs::read_to_string(&creds).unwrap();
+        assert!(text.contains("PGPASSWORD=hunter2-secret"), "{text}");
+        if session == "tmux" {
+            let out = Command::new("tmux")
+                .arg("-S")
+                .arg(dir.join("tmux.sock"))
+                .args(["show-environment", "-g"])
+                .output()
+                .unwrap();
+            let global = String::from_utf8_lossy(&out.stdout);
+            assert!(!global.contains("hunter2"), "tmux global env: {global}");
+        }
+        // Without secrets in the environment, the next run removes the file.
+        p.env = vec![("WARDEN_STORE_URL", String::new())];
+        std::fs::write(
+            &cfg,
+            std::fs::read_to_string(&cfg)
+                .unwrap()
+                .replace("sqlite:/nonexistent/warden.db", "sqlite:.warden/warden.db"),
+        )
+        .unwrap();
+        p.until_idle();
+        assert!(!creds.exists(), "{session}: a stale credentials file stays");
     }
 }

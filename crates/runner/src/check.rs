@@ -68,6 +68,10 @@ pub fn run_check(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // A check is a person's command, run for a task: no store secrets (see SECRET_VARS).
+    for k in warden_store::config::SECRET_VARS {
+        cmd.env_remove(k);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
 use warden_core::model::TaskId;
+use warden_store::config::{CREDENTIALS_VAR, SECRET_VARS};
 
 use crate::check::{kill_group, tail};
 
@@ -423,8 +424,11 @@ pub fn start_process(spec: &SessionSpec) -> Result<ProcessSession, SessionError>
         .current_dir(&spec.cwd)
         .stdin(Stdio::null())
         .stdout(log)
-        .stderr(stderr_log)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stderr(stderr_log);
+    for k in SECRET_VARS {
+        cmd.env_remove(k);
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
         .env("PATH", session_path(&spec))
         .process_group(0);
     let mut child = cmd.spawn().map_err(|source| SessionError::Spawn {
@@ -565,7 +569,12 @@ fn tmux_command(program: &OsStr, socket: &Path) -> Command {
     let mut c = Command::new(program);
     // `-f /dev/null`: Warden's server never reads the person's ~/.tmux.conf.
     c.arg("-f").arg("/dev/null").arg("-S").arg(socket);
+    // The server's global environment, which every pane inherits, is this client's:
+    // keep the store's secrets out of it.
     c.env_remove("TMUX").stdin(Stdio::null());
+    for k in SECRET_VARS {
+        c.env_remove(k);
+    }
     c
 }
 
@@ -675,12 +684,16 @@ fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError> {
          [ -n \"$c\" ] || c=$((128 + #{{?pane_dead_signal,#{{pane_dead_signal}},0}})); \
          s={sid}; \
          printf '%s\\n' \"--- session $s exited with code $c ---\" >> {log}; \
-         WARDEN_DIR={root} {exe} task exited {task} --session \"$s\" --exit-code \"$c\" \
+         WARDEN_DIR={root} {creds}{exe} task exited {task} --session \"$s\" --exit-code \"$c\" \
          > /dev/null 2>> {log} || printf '%s\\n' \"--- exit report failed with code $? ---\" >> {log}",
         sid = shell_word(&spec.session_id),
         root = shell_word(utf8(&spec.project_root)?),
         exe = shell_word(utf8(&spec.warden_exe)?),
         task = shell_word(&spec.task_id),
+        creds = match spec.env.iter().rev().find(|(k, _)| k == CREDENTIALS_VAR) {
+            Some((k, v)) => format!("{k}={} ", shell_word(v)),
+            None => String::new(),
+        },
     );
     Ok(format!("run-shell -b {}", tmux_quote(&script)))
 }

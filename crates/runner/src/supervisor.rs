@@ -18,6 +18,7 @@ use warden_core::event::Actor;
 use warden_core::model::{Phase, PhaseStatus, Role, Status, Task, TaskId, WorkSpec, WorkflowKind};
 use warden_core::ops::{self, TransitionInput};
 use warden_core::tree::TreeIndex;
+use warden_store::config;
 use warden_store::engine::deps_done;
 use warden_store::{Decision, Engine, EngineError, Fence, StoreError, Workspace, Written};
 
@@ -77,6 +78,8 @@ pub struct Supervisor {
     leased: BTreeMap<TaskId, u64>,
     last_renew: Instant,
     stop: Arc<AtomicBool>,
+    /// The 0600 file holding the store's secrets for Warden's calls from sessions.
+    credentials: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -118,6 +121,9 @@ impl Supervisor {
         stop: Arc<AtomicBool>,
     ) -> Result<Supervisor, EngineError> {
         let eng = Engine::open(ws, Actor::Runner)?;
+        // Sessions never see the store's secrets; Warden's calls from inside one read
+        // them from this file instead (see `config::SECRET_VARS`).
+        let credentials = config::write_credentials(&eng.ws.dir.join("credentials"))?;
         let repo = Repo::discover(&eng.ws.root).ok().flatten();
         let base = repo.as_ref().and_then(pipeline::base_branch);
         Ok(Supervisor {
@@ -130,6 +136,7 @@ impl Supervisor {
             leased: BTreeMap::new(),
             last_renew: Instant::now(),
             stop,
+            credentials,
         })
     }
 
@@ -513,6 +520,7 @@ impl Supervisor {
         let repo = self.repo.clone();
         let base = self.base.clone();
         let opts = self.opts.clone();
+        let credentials = self.credentials.clone();
         let what = action.describe();
         let fence = self.leased.get(&id).map(|&epoch| Fence {
             task: id.clone(),
@@ -528,6 +536,7 @@ impl Supervisor {
                 repo: repo.as_ref(),
                 base: base.as_deref(),
                 opts: &opts,
+                credentials: credentials.as_deref(),
             };
             step.perform(&id, action)
         });
@@ -603,6 +612,7 @@ struct Step<'a> {
     repo: Option<&'a Repo>,
     base: Option<&'a str>,
     opts: &'a Options,
+    credentials: Option<&'a std::path::Path>,
 }
 
 impl Step<'_> {
@@ -866,6 +876,9 @@ impl Step<'_> {
             .collect();
         env.push(("WARDEN_ROLE".into(), role.as_str().into()));
         env.push(("WARDEN_SESSION".into(), session_id.clone()));
+        if let Some(file) = self.credentials {
+            env.push((config::CREDENTIALS_VAR.into(), file.display().to_string()));
+        }
         let spec = SessionSpec {
             task_id: t.id().to_string(),
             session_id: session_id.clone(),
@@ -938,6 +951,12 @@ impl Step<'_> {
             serde_json::to_vec_pretty(&WrappedSpec::from(spec)).map_err(|e| e.to_string())?;
         warden_store::files::write_atomic(&file, &json).map_err(|e| e.to_string())?;
         let mut cmd = std::process::Command::new(&self.opts.warden_exe);
+        for k in config::SECRET_VARS {
+            cmd.env_remove(k);
+        }
+        if let Some(creds) = self.credentials {
+            cmd.env(config::CREDENTIALS_VAR, creds);
+        }
         cmd.arg("session-run")
             .arg(&file)
             .env("WARDEN_DIR", &self.eng.ws.root)

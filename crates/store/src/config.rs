@@ -154,13 +154,57 @@ impl Config {
         Ok(c)
     }
 
-    /// The store URL, with `WARDEN_STORE_URL` taking precedence.
+    /// The store URL: `WARDEN_STORE_URL` (from the environment, else from the
+    /// [`CREDENTIALS_VAR`] file) takes precedence over `[store] url`.
     pub fn store_url(&self) -> String {
-        match std::env::var("WARDEN_STORE_URL") {
-            Ok(u) if !u.trim().is_empty() => u,
+        match credential("WARDEN_STORE_URL") {
+            Some(u) if !u.trim().is_empty() => u,
             _ => self.store.url.clone(),
         }
     }
+}
+
+/// Variables that can carry the store's password. Nothing Warden starts for a task (an
+/// agent session, a check, the session host) sees them: agents print their environment
+/// into transcripts that leave the machine. Warden's own calls from a session find them
+/// through the [`CREDENTIALS_VAR`] file instead.
+pub const SECRET_VARS: [&str; 2] = ["WARDEN_STORE_URL", "PGPASSWORD"];
+
+/// Names a file (mode 0600, `NAME=value` lines) holding the [`SECRET_VARS`] the
+/// supervisor was given, so Warden's own calls from inside a session reach the store.
+pub const CREDENTIALS_VAR: &str = "WARDEN_CREDENTIALS";
+
+/// One of the [`SECRET_VARS`]: from the environment, else from the file named by
+/// [`CREDENTIALS_VAR`] (unreadable or missing reads as unset).
+pub fn credential(name: &str) -> Option<String> {
+    if let Some(v) = std::env::var(name).ok().filter(|v| !v.is_empty()) {
+        return Some(v);
+    }
+    let file = std::env::var_os(CREDENTIALS_VAR)?;
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k == name && !v.is_empty()).then(|| v.to_owned())
+    })
+}
+
+/// Writes the [`SECRET_VARS`] this process holds (see [`credential`]) to `path`, mode
+/// 0600, and returns `Some(path)`; with none set, removes a stale file and returns `None`.
+pub fn write_credentials(
+    path: &std::path::Path,
+) -> Result<Option<std::path::PathBuf>, crate::files::FileError> {
+    let mut text = String::new();
+    for name in SECRET_VARS {
+        // A value with a line break cannot be a URL or a password line; leave it out.
+        if let Some(v) = credential(name).filter(|v| !v.contains(['\n', '\r'])) {
+            text.push_str(&format!("{name}={v}\n"));
+        }
+    }
+    if text.is_empty() {
+        return crate::files::remove_if_present(path).map(|()| None);
+    }
+    crate::files::write_private(path, text.as_bytes())?;
+    Ok(Some(path.to_path_buf()))
 }
 
 fn one_line(s: &str) -> String {

@@ -148,7 +148,12 @@ pub fn remove_stale_temps(path: &Path) {
 
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync of the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
-    write_replace(path, bytes, true)
+    write_replace(path, bytes, true, 0o666)
+}
+
+/// [`write_atomic`] for a file only its owner may read (mode 0600 from the start).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    write_replace(path, bytes, true, 0o600)
 }
 
 /// Writes a *view* (a file Warden regenerates from the store: TASK.md's frontmatter
@@ -156,16 +161,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
 /// file, a kill -9 loses nothing (the page cache survives it), and after a power loss
 /// the next write regenerates the view from the store, which is fsynced.
 pub fn write_view(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
-    write_replace(path, bytes, false)
+    write_replace(path, bytes, false, 0o666)
 }
 
-fn write_replace(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FileError> {
+fn write_replace(path: &Path, bytes: &[u8], durable: bool, mode: u32) -> Result<(), FileError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = temp_name(path);
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(mode)
             .open(&tmp)
             .map_err(|e| io(&tmp, e))?;
         f.write_all(bytes).map_err(|e| io(&tmp, e))?;
@@ -180,6 +187,14 @@ fn write_replace(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FileErr
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Removes `path`; a file already gone is not an error.
+pub fn remove_if_present(path: &Path) -> Result<(), FileError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(path, e)),
+        _ => Ok(()),
+    }
 }
 
 /// fsyncs a directory so a rename in it is durable.

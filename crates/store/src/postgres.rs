@@ -108,7 +108,7 @@ pub fn parse_url(url: &str) -> Result<postgres::Config, String> {
         config.user(&user);
     }
     if config.get_password().is_none()
-        && let Some(pw) = env("PGPASSWORD")
+        && let Some(pw) = crate::config::credential("PGPASSWORD")
     {
         config.password(pw);
     }

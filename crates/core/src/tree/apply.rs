@@ -7,8 +7,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Limits, Status, Task, TaskId, TaskSpec, named_enum};
-use crate::tree::{Forest, IdMap, PlanError, PlanNode, derive_in_place, validate_plan};
+use crate::model::{Limits, Status, Task, TaskId, TaskSpec, WorkSpec, named_enum};
+use crate::tree::validate::{NONE, validate_resolved};
+use crate::tree::{Forest, PlanError, PlanNode, derive_in_place};
 
 named_enum!(
     /// What the agent says about the selected node (seed 000).
@@ -218,7 +219,8 @@ fn has_passed(t: &Task) -> bool {
     t.passes() || t.status() == Status::Done
 }
 
-/// The user-owned fields (other than `parent`) in which two specs differ.
+/// The fields an agent may edit in which two specs differ, other than `parent`. (Every
+/// other user-owned field of a stored node is restored from the store.)
 fn changed_fields(a: &TaskSpec, b: &TaskSpec) -> Vec<&'static str> {
     let mut f = Vec::new();
     if a.title != b.title {
@@ -229,24 +231,6 @@ fn changed_fields(a: &TaskSpec, b: &TaskSpec) -> Vec<&'static str> {
     }
     if a.order != b.order {
         f.push("order");
-    }
-    if a.depends_on != b.depends_on {
-        f.push("depends_on");
-    }
-    if a.workflow != b.workflow {
-        f.push("workflow");
-    }
-    if a.spec.work != b.spec.work {
-        f.push("work");
-    }
-    if a.spec.prechecks != b.spec.prechecks {
-        f.push("prechecks");
-    }
-    if a.spec.postchecks != b.spec.postchecks {
-        f.push("postchecks");
-    }
-    if a.max_attempts != b.max_attempts {
-        f.push("max_attempts");
     }
     f
 }
@@ -270,7 +254,7 @@ fn changed_fields(a: &TaskSpec, b: &TaskSpec) -> Vec<&'static str> {
 /// allowed. The output depends only on the sets of tasks and nodes, not their order.
 pub fn apply_state_updates(
     prev: &[Task],
-    next: Vec<PlanNode>,
+    mut next: Vec<PlanNode>,
     selected: &TaskId,
     status: AgentStatus,
     guard: Option<GuardOutcome>,
@@ -279,61 +263,28 @@ pub fn apply_state_updates(
     if status == AgentStatus::Done && guard.is_none() {
         return Err(ApplyError::MissingGuard);
     }
-    validate_plan(&next, &[]).map_err(ApplyError::Invalid)?;
-    let prev_by_id: IdMap<&TaskId, usize> =
-        prev.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
-    let Some(&sel_prev) = prev_by_id.get(selected) else {
+    // Every id of the file is hashed once, by validation; from here on nodes are
+    // positions, and the file's nodes are moved into the result only at the end.
+    let resolved = validate_resolved(&next, &[]).map_err(ApplyError::Invalid)?;
+    let n = next.len();
+
+    // Match the store's tasks to the file's nodes: one lookup per stored task.
+    let next_of = resolved
+        .index
+        .get_many(&prev.iter().map(|t| t.id().as_str()).collect::<Vec<_>>());
+    let mut prev_of = vec![NONE; n];
+    for (pi, &j) in next_of.iter().enumerate() {
+        if j != NONE {
+            prev_of[j as usize] = pi as u32;
+        }
+    }
+    let Some(sel_prev) = prev.iter().position(|t| t.id() == selected) else {
         return Err(ApplyError::UnknownSelected(selected.clone()));
     };
-
-    // Step 1: the user-owned spec comes from the file, runner fields from the store.
-    let mut nodes = Vec::with_capacity(next.len());
-    let mut tamper = Vec::new();
-    let mut created = Vec::new();
-    let mut edited = Vec::new();
-    for node in next {
-        let claims = (node.passes, node.attempts, node.status);
-        let explicit = PersonFields {
-            depends_on: !node.depends_on.is_empty(),
-            work: node.work.is_some() || node.agent.is_some(),
-            prechecks: node.prechecks.is_some(),
-            postchecks: node.postchecks.is_some(),
-            max_attempts: node.max_attempts.is_some(),
-            workflow: node.workflow.is_some(),
-        };
-        let mut spec = node.into_spec(limits);
-        let (status, passes, attempts, new) = match prev_by_id.get(&spec.id) {
-            Some(&i) => {
-                let t = &prev[i];
-                restore_person_fields(&mut tamper, &mut spec, &t.spec, explicit);
-                if spec != t.spec {
-                    edited.push(spec.id.clone());
-                }
-                (t.status(), t.passes(), t.attempts(), false)
-            }
-            None => {
-                created.push(spec.id.clone());
-                (Status::Pending, false, 0, true)
-            }
-        };
-        note_tamper(&mut tamper, &spec.id, claims, (status, passes, attempts));
-        nodes.push(ReconciledNode {
-            spec,
-            status,
-            passes,
-            attempts,
-            new,
-        });
-    }
-    let by_id: IdMap<&TaskId, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (&n.spec.id, i))
-        .collect();
-
-    let Some(&sel) = by_id.get(selected) else {
+    let Some(sel) = resolved.index.get(selected.as_str()) else {
         return Err(ApplyError::SelectedRemoved(selected.clone()));
     };
+    let sel = sel as usize;
     let sel_task = &prev[sel_prev];
     if sel_task.status().is_terminal() {
         return Err(ApplyError::SelectedClosed {
@@ -341,6 +292,59 @@ pub fn apply_state_updates(
             status: sel_task.status(),
         });
     }
+    let forest = Forest::from_parents(&resolved.parent, |i| &next[i].id, |i| next[i].order);
+    drop(resolved);
+    let pre = forest.preorder();
+    let stored = |i: usize| (prev_of[i] != NONE).then(|| &prev[prev_of[i] as usize]);
+
+    // Step 1, in one pass in depth-first order (the output's): the user-owned spec comes
+    // from the file (each node moved out of it once), the person-owned fields of a stored
+    // node and its runner fields from the store. Runner state stays indexed by file
+    // position for steps 2 to 4.
+    let mut nodes: Vec<ReconciledNode> = Vec::with_capacity(n);
+    let mut pos = vec![0u32; n];
+    let mut state: Vec<(Status, bool, u32)> = vec![(Status::Pending, false, 0); n];
+    let mut tamper = Vec::new();
+    let mut created = Vec::new();
+    let mut edited = Vec::new();
+    for &i in &pre {
+        let node = std::mem::replace(&mut next[i], PlanNode::new(TaskId::placeholder()));
+        let claims = (node.passes, node.attempts, node.status);
+        let truth = stored(i);
+        if let Some(t) = truth {
+            note_person_fields(&mut tamper, &node, &t.spec);
+        }
+        let mut spec = node.into_spec(limits);
+        match truth {
+            Some(t) => {
+                let truth = &t.spec;
+                if spec.depends_on != truth.depends_on {
+                    spec.depends_on = truth.depends_on.clone();
+                }
+                if spec.spec != truth.spec {
+                    spec.spec = truth.spec.clone();
+                }
+                spec.max_attempts = truth.max_attempts;
+                spec.workflow = truth.workflow;
+                if spec.parent != truth.parent || !changed_fields(&spec, truth).is_empty() {
+                    edited.push(spec.id.clone());
+                }
+                state[i] = (t.status(), t.passes(), t.attempts());
+            }
+            None => created.push(spec.id.clone()),
+        }
+        note_tamper(&mut tamper, &spec.id, claims, state[i]);
+        pos[i] = nodes.len() as u32;
+        let (status, passes, attempts) = state[i];
+        nodes.push(ReconciledNode {
+            spec,
+            status,
+            passes,
+            attempts,
+            new: truth.is_none(),
+        });
+    }
+    let at = |i: usize| &nodes[pos[i] as usize];
 
     // New nodes: only children of the selected node, and only when it decomposed.
     let mut new_children = Vec::new();
@@ -375,20 +379,20 @@ pub fn apply_state_updates(
 
     // Passed nodes are settled: they may not be removed, moved or changed.
     let mut refusal: Option<(&TaskId, ApplyError)> = None;
-    for t in prev.iter().filter(|t| has_passed(t)) {
+    for (pi, t) in prev.iter().enumerate().filter(|(_, t)| has_passed(t)) {
         if refusal.as_ref().is_some_and(|(id, _)| *id < t.id()) {
             continue;
         }
-        let err = match by_id.get(t.id()) {
-            None => Some(ApplyError::PassedRemoved(t.id().clone())),
-            Some(&j) if nodes[j].spec.parent != t.spec.parent => Some(ApplyError::PassedMoved {
+        let err = match next_of[pi] {
+            NONE => Some(ApplyError::PassedRemoved(t.id().clone())),
+            j if at(j as usize).spec.parent != t.spec.parent => Some(ApplyError::PassedMoved {
                 id: t.id().clone(),
                 from: t.spec.parent.clone(),
-                to: nodes[j].spec.parent.clone(),
+                to: at(j as usize).spec.parent.clone(),
             }),
-            Some(&j) => {
-                let mut fields = changed_fields(&t.spec, &nodes[j].spec);
-                if t.id() == selected && !new_children.is_empty() {
+            j => {
+                let mut fields = changed_fields(&t.spec, &at(j as usize).spec);
+                if pi == sel_prev && !new_children.is_empty() {
                     fields.push("children");
                 }
                 (!fields.is_empty()).then(|| ApplyError::PassedChanged {
@@ -406,35 +410,29 @@ pub fn apply_state_updates(
     }
     let mut removed: Vec<TaskId> = prev
         .iter()
-        .filter(|t| !by_id.contains_key(t.id()))
-        .map(|t| t.id().clone())
+        .zip(&next_of)
+        .filter(|(_, j)| **j == NONE)
+        .map(|(t, _)| t.id().clone())
         .collect();
-
-    let forest = Forest::build(
-        nodes.len(),
-        &by_id,
-        |i| &nodes[i].spec.id,
-        |i| nodes[i].spec.parent.as_ref(),
-        |i| nodes[i].spec.order,
-    );
-    drop(by_id);
 
     // Step 2: seed 000's transition table on the selected node.
     let mut passes_set = Vec::new();
     let mut attempts_incremented = Vec::new();
+    let max_attempts = |i: usize| at(i).spec.max_attempts;
     {
-        let n = &mut nodes[sel];
+        let sel_max = max_attempts(sel);
+        let (_, passes, attempts) = &mut state[sel];
         // The seed's table; "if < max" is the saturation that defines stuck.
         match (status, guard) {
-            (AgentStatus::Done, Some(GuardOutcome::Pass)) if !n.passes => {
-                n.passes = true;
-                passes_set.push(n.spec.id.clone());
+            (AgentStatus::Done, Some(GuardOutcome::Pass)) if !*passes => {
+                *passes = true;
+                passes_set.push(selected.clone());
             }
             (AgentStatus::Done, Some(GuardOutcome::Fail)) | (AgentStatus::Retry, _)
-                if n.attempts < n.spec.max_attempts =>
+                if *attempts < sel_max =>
             {
-                n.attempts += 1;
-                attempts_incremented.push(n.spec.id.clone());
+                *attempts += 1;
+                attempts_incremented.push(selected.clone());
             }
             _ => {}
         }
@@ -442,42 +440,42 @@ pub fn apply_state_updates(
 
     // Step 3: the runner's lifecycle decisions, exempt from the transition map.
     let mut lifecycle = Vec::new();
-    let mut step = |n: &mut ReconciledNode, to: Status| {
-        lifecycle.push((n.spec.id.clone(), n.status, to));
-        n.status = to;
+    let mut step = |i: usize, st: &mut Status, to: Status| {
+        lifecycle.push((at(i).spec.id.clone(), *st, to));
+        *st = to;
     };
     if forest.is_leaf(sel) {
-        let n = &mut nodes[sel];
-        if n.status == Status::Pending {
-            step(n, Status::Working);
+        let (st, passes, _) = &mut state[sel];
+        if *st == Status::Pending {
+            step(sel, st, Status::Working);
         }
-        if n.passes && !n.status.is_terminal() {
-            step(n, Status::Done);
+        if *passes && !st.is_terminal() {
+            step(sel, st, Status::Done);
         }
     }
-    for (i, n) in nodes.iter_mut().enumerate() {
-        let saturated = !n.passes && n.attempts >= n.spec.max_attempts;
+    for (i, (st, passes, attempts)) in state.iter_mut().enumerate() {
+        let saturated = !*passes && *attempts >= max_attempts(i);
         if saturated
             && forest.is_leaf(i)
-            && !matches!(n.status, Status::Stuck | Status::Done | Status::Cancelled)
+            && !matches!(st, Status::Stuck | Status::Done | Status::Cancelled)
         {
-            step(n, Status::Stuck);
+            step(i, st, Status::Stuck);
         }
     }
 
     // Step 4: parents' passes, bottom-up.
-    let pre = forest.preorder();
-    let mut passes: Vec<bool> = nodes.iter().map(|n| n.passes).collect();
-    let became = derive_in_place(&forest, &pre, |i| nodes[i].status, &mut passes);
+    let mut passes: Vec<bool> = state.iter().map(|s| s.1).collect();
+    let became = derive_in_place(&forest, &pre, |i| state[i].0, &mut passes);
     let mut derived_passes_set: Vec<TaskId> =
-        became.iter().map(|&i| nodes[i].spec.id.clone()).collect();
-    for (n, p) in nodes.iter_mut().zip(passes) {
-        n.passes = p;
-    }
+        became.iter().map(|&i| at(i).spec.id.clone()).collect();
 
-    // Step 5: depth-first (order, id) output.
-    let mut slots: Vec<Option<ReconciledNode>> = nodes.into_iter().map(Some).collect();
-    let nodes: Vec<ReconciledNode> = pre.iter().filter_map(|&i| slots[i].take()).collect();
+    // The decided runner fields into the (depth-first) output.
+    for (node, &i) in nodes.iter_mut().zip(&pre) {
+        let (status, _, attempts) = state[i];
+        node.status = status;
+        node.passes = passes[i];
+        node.attempts = attempts;
+    }
 
     created.sort();
     removed.sort();
@@ -498,80 +496,57 @@ pub fn apply_state_updates(
     })
 }
 
-/// Which person-owned fields the edited file states explicitly.
-#[derive(Clone, Copy)]
-struct PersonFields {
-    depends_on: bool,
-    work: bool,
-    prechecks: bool,
-    postchecks: bool,
-    max_attempts: bool,
-    workflow: bool,
-}
-
 /// Agents may edit only `title`, `body`, `order` and `parent` of an existing node through
 /// the tree protocol (DESIGN 2, the field table): dependencies, specs, `max_attempts` and
-/// the workflow are a person's. Restore them, noting each value the file stated.
-fn restore_person_fields(
-    out: &mut Vec<TamperNote>,
-    spec: &mut TaskSpec,
-    truth: &TaskSpec,
-    explicit: PersonFields,
-) {
+/// the workflow are a person's, and are restored from the store. Notes each value the
+/// file states that differs from the stored one.
+fn note_person_fields(out: &mut Vec<TamperNote>, node: &PlanNode, truth: &TaskSpec) {
     // Compare first and format only a difference: this runs for every node of the tree.
     let mut note = |field: &'static str, agent: String, true_value: String| {
         out.push(TamperNote {
-            id: spec.id.clone(),
+            id: node.id.clone(),
             field,
             agent_value: agent,
             true_value,
         });
     };
     let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
-    let spec_str = |w: &Option<crate::model::WorkSpec>| format!("{w:?}");
-    if explicit.depends_on && spec.depends_on != truth.depends_on {
-        note("depends_on", ids(&spec.depends_on), ids(&truth.depends_on));
+    let spec_str = |w: &Option<WorkSpec>| format!("{w:?}");
+    if !node.depends_on.is_empty() && node.depends_on != truth.depends_on {
+        note("depends_on", ids(&node.depends_on), ids(&truth.depends_on));
     }
-    if explicit.work && spec.spec.work != truth.spec.work {
+    // `work` wins over `agent` (as in `PlanNode::into_spec`).
+    let same_work = match (&node.work, &node.agent, &truth.spec.work) {
+        (Some(w), _, t) => Some(w) == t.as_ref(),
+        (None, Some(a), Some(WorkSpec::Agent(t))) => a == t,
+        (None, Some(_), _) => false,
+        (None, None, _) => true,
+    };
+    if !same_work {
         note(
             "work",
-            spec_str(&spec.spec.work),
+            spec_str(&node.work_spec()),
             spec_str(&truth.spec.work),
         );
     }
-    if explicit.prechecks && spec.spec.prechecks != truth.spec.prechecks {
-        let (a, t) = (
-            spec_str(&spec.spec.prechecks),
-            spec_str(&truth.spec.prechecks),
-        );
+    if node.prechecks.is_some() && node.prechecks != truth.spec.prechecks {
+        let (a, t) = (spec_str(&node.prechecks), spec_str(&truth.spec.prechecks));
         note("prechecks", a, t);
     }
-    if explicit.postchecks && spec.spec.postchecks != truth.spec.postchecks {
-        let (a, t) = (
-            spec_str(&spec.spec.postchecks),
-            spec_str(&truth.spec.postchecks),
-        );
+    if node.postchecks.is_some() && node.postchecks != truth.spec.postchecks {
+        let (a, t) = (spec_str(&node.postchecks), spec_str(&truth.spec.postchecks));
         note("postchecks", a, t);
     }
-    if explicit.max_attempts && spec.max_attempts != truth.max_attempts {
-        let (a, t) = (
-            spec.max_attempts.to_string(),
+    if let Some(m) = node.max_attempts.filter(|m| *m != truth.max_attempts) {
+        note(
+            "max_attempts",
+            m.to_string(),
             truth.max_attempts.to_string(),
         );
-        note("max_attempts", a, t);
     }
-    if explicit.workflow && spec.workflow != truth.workflow {
-        let (a, t) = (spec.workflow.to_string(), truth.workflow.to_string());
-        note("workflow", a, t);
+    if let Some(w) = node.workflow.filter(|w| *w != truth.workflow) {
+        note("workflow", w.to_string(), truth.workflow.to_string());
     }
-    if spec.depends_on != truth.depends_on {
-        spec.depends_on = truth.depends_on.clone();
-    }
-    if spec.spec != truth.spec {
-        spec.spec = truth.spec.clone();
-    }
-    spec.max_attempts = truth.max_attempts;
-    spec.workflow = truth.workflow;
 }
 
 /// Records each agent value of a runner-owned field that differs from the runner's.

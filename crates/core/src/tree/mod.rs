@@ -67,12 +67,29 @@ impl Forest {
         parent: impl Fn(usize) -> Option<&'a TaskId>,
         order: impl Fn(usize) -> i64,
     ) -> Forest {
+        let parents: Vec<u32> = (0..n)
+            .map(|i| match parent(i).and_then(|p| index.get(p)) {
+                Some(&p) if p != i => p as u32,
+                _ => validate::NONE,
+            })
+            .collect();
+        Forest::from_parents(&parents, id, order)
+    }
+
+    /// Builds the forest from resolved parent positions ([`validate::NONE`] for a root).
+    pub(crate) fn from_parents<'a>(
+        parents: &[u32],
+        id: impl Fn(usize) -> &'a TaskId,
+        order: impl Fn(usize) -> i64,
+    ) -> Forest {
+        let n = parents.len();
         let mut roots = Vec::new();
         let mut children = vec![Vec::new(); n];
-        for i in 0..n {
-            match parent(i).and_then(|p| index.get(p)) {
-                Some(&p) if p != i => children[p].push(i),
-                _ => roots.push(i),
+        for (i, &p) in parents.iter().enumerate() {
+            if p == validate::NONE || p as usize == i {
+                roots.push(i);
+            } else {
+                children[p as usize].push(i);
             }
         }
         let key = |a: &usize, b: &usize| order(*a).cmp(&order(*b)).then_with(|| id(*a).cmp(id(*b)));
@@ -250,4 +267,229 @@ pub fn children(tasks: &[Task], id: &TaskId) -> Vec<TaskId> {
             .then_with(|| a.id().cmp(b.id()))
     });
     kids.into_iter().map(|t| t.id().clone()).collect()
+}
+
+/// An exact id → position index for a 100k-node plan, laid out for the cache. A plain
+/// hash table of that size lives in main memory, so every probe is a cache miss; here
+/// the table is split by the hash's top bits into partitions of about 512 ids each, ids
+/// are inserted partition by partition, and lookups come in batches ([`IdIndex::get_many`])
+/// sorted the same way, so each partition's table is probed while it sits in the cache.
+/// A slot holds the id's full hash, its length and first 16 bytes, so a probe follows no
+/// pointer for ids of up to 16 bytes; longer ids are compared in full.
+pub(crate) struct IdIndex<'a> {
+    /// The ids, by position.
+    ids: Vec<&'a str>,
+    /// Every partition's table, back to back.
+    slots: Vec<Slot>,
+    /// Where each partition's table starts in `slots` (one more entry than partitions).
+    start: Vec<u32>,
+    /// Log2 of the number of partitions.
+    bits: u32,
+}
+
+impl std::fmt::Debug for IdIndex<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdIndex")
+            .field("ids", &self.ids.len())
+            .field("partitions", &(1usize << self.bits))
+            .finish()
+    }
+}
+
+/// A table slot, or a pending insert or lookup (then `pos` is the query's number).
+#[derive(Clone, Copy)]
+struct Slot {
+    /// 0 marks an empty slot (a real hash is never 0).
+    hash: u64,
+    pos: u32,
+    len: u32,
+    head: [u8; 16],
+}
+
+const EMPTY: Slot = Slot {
+    hash: 0,
+    pos: 0,
+    len: 0,
+    head: [0; 16],
+};
+
+impl Slot {
+    fn of(s: &str, pos: u32) -> Slot {
+        use std::hash::Hasher;
+        let mut h = IdHasher::default();
+        h.write(s.as_bytes());
+        // A final mix spreads the multiply's high bits into the low bits, which pick the
+        // slot (the high bits pick the partition).
+        let x = h.finish();
+        let hash = (x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1;
+        let mut head = [0u8; 16];
+        let n = s.len().min(16);
+        head[..n].copy_from_slice(&s.as_bytes()[..n]);
+        Slot {
+            hash,
+            pos,
+            len: s.len() as u32,
+            head,
+        }
+    }
+
+    /// Same hash, length and head: the same id if it is at most 16 bytes long.
+    fn same_key(&self, other: &Slot) -> bool {
+        self.hash == other.hash && self.len == other.len && self.head == other.head
+    }
+}
+
+/// Ids per partition, about: 512 slots of 32 bytes (at half load) fit in the L1 cache.
+const PART_IDS: usize = 512;
+
+impl<'a> IdIndex<'a> {
+    /// Indexes `ids` by position. Returns the index (which keeps the first position of a
+    /// repeated id) and the positions that repeat an earlier id, ascending.
+    pub(crate) fn build(ids: Vec<&'a str>) -> (IdIndex<'a>, Vec<u32>) {
+        let n = ids.len();
+        let parts = (n / PART_IDS).next_power_of_two().max(1);
+        let bits = parts.trailing_zeros();
+        let keys: Vec<Slot> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Slot::of(s, i as u32))
+            .collect();
+        let (order, counts) = by_partition(&keys, bits);
+        let mut start = Vec::with_capacity(parts + 1);
+        let mut total = 0u32;
+        for &c in &counts {
+            start.push(total);
+            total += (c as usize * 2).next_power_of_two().max(2) as u32;
+        }
+        start.push(total);
+        let mut index = IdIndex {
+            ids,
+            slots: vec![EMPTY; total as usize],
+            start,
+            bits,
+        };
+        let mut repeats = Vec::new();
+        // Positions ascend within a partition, so the first of a repeated id goes in first.
+        for key in &order {
+            let (first, k) = index.probe(key);
+            match first {
+                Some(_) => repeats.push(key.pos),
+                None => index.slots[k] = *key,
+            }
+        }
+        repeats.sort_unstable();
+        (index, repeats)
+    }
+
+    fn partition(&self, hash: u64) -> usize {
+        partition_of(hash, self.bits)
+    }
+
+    /// Probes for `key`'s id: its position if present, and the slot where the probe
+    /// stopped (the empty slot an insert fills).
+    fn probe(&self, key: &Slot) -> (Option<u32>, usize) {
+        let p = self.partition(key.hash);
+        let (lo, hi) = (self.start[p] as usize, self.start[p + 1] as usize);
+        let mask = hi - lo - 1;
+        let mut k = key.hash as usize & mask;
+        loop {
+            let slot = &self.slots[lo + k];
+            if slot.hash == 0 {
+                return (None, lo + k);
+            }
+            if slot.same_key(key) && (key.len <= 16 || self.long_id_eq(slot, key)) {
+                return (Some(slot.pos), lo + k);
+            }
+            k = (k + 1) & mask;
+        }
+    }
+
+    /// For ids longer than the head: a pending insert's `pos` is its position among the
+    /// ids (compare the ids); a lookup's is resolved by `get_many` before probing.
+    fn long_id_eq(&self, slot: &Slot, key: &Slot) -> bool {
+        self.ids[slot.pos as usize] == self.ids[key.pos as usize]
+    }
+
+    /// The position of `s`.
+    pub(crate) fn get(&self, s: &str) -> Option<u32> {
+        let key = Slot::of(s, 0);
+        let p = self.partition(key.hash);
+        let (lo, hi) = (self.start[p] as usize, self.start[p + 1] as usize);
+        let mask = hi - lo - 1;
+        let mut k = key.hash as usize & mask;
+        loop {
+            let slot = &self.slots[lo + k];
+            if slot.hash == 0 {
+                return None;
+            }
+            if slot.same_key(&key) && (s.len() <= 16 || self.ids[slot.pos as usize] == s) {
+                return Some(slot.pos);
+            }
+            k = (k + 1) & mask;
+        }
+    }
+
+    /// The position of each query ([`validate::NONE`] when absent), probed partition by
+    /// partition.
+    pub(crate) fn get_many(&self, queries: &[&str]) -> Vec<u32> {
+        let keys: Vec<Slot> = queries
+            .iter()
+            .enumerate()
+            .map(|(q, s)| Slot::of(s, q as u32))
+            .collect();
+        let (order, _) = by_partition(&keys, self.bits);
+        drop(keys);
+        let mut out = vec![validate::NONE; queries.len()];
+        for key in &order {
+            let p = self.partition(key.hash);
+            let (lo, hi) = (self.start[p] as usize, self.start[p + 1] as usize);
+            let mask = hi - lo - 1;
+            let mut k = key.hash as usize & mask;
+            let q = key.pos as usize;
+            loop {
+                let slot = &self.slots[lo + k];
+                if slot.hash == 0 {
+                    break;
+                }
+                if slot.same_key(key)
+                    && (key.len <= 16 || self.ids[slot.pos as usize] == queries[q])
+                {
+                    out[q] = slot.pos;
+                    break;
+                }
+                k = (k + 1) & mask;
+            }
+        }
+        out
+    }
+}
+
+fn partition_of(hash: u64, bits: u32) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        (hash >> (64 - bits)) as usize
+    }
+}
+
+/// `keys` grouped by partition (a counting sort, stable), and each partition's count.
+fn by_partition(keys: &[Slot], bits: u32) -> (Vec<Slot>, Vec<u32>) {
+    let parts = 1usize << bits;
+    let mut counts = vec![0u32; parts];
+    for k in keys {
+        counts[partition_of(k.hash, bits)] += 1;
+    }
+    let mut at = Vec::with_capacity(parts);
+    let mut sum = 0u32;
+    for &c in &counts {
+        at.push(sum);
+        sum += c;
+    }
+    let mut order = vec![EMPTY; keys.len()];
+    for k in keys {
+        let p = partition_of(k.hash, bits);
+        order[at[p] as usize] = *k;
+        at[p] += 1;
+    }
+    (order, counts)
 }

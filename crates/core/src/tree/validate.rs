@@ -2,11 +2,11 @@
 //! once (duplicates, bad references, parent and dependency cycles, conflicting specs),
 //! each with a one-line message that says what to fix.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 
 use crate::model::TaskId;
-use crate::tree::{IdMap, PlanNode};
+use crate::tree::{IdIndex, IdMap, PlanNode};
 
 /// One problem in a plan file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -74,25 +74,42 @@ impl fmt::Display for Path<'_> {
 /// `work` and `agent`; `max_attempts` ≥ 1. Reports every problem, in a deterministic
 /// order (by kind, then by id), whatever the order of `nodes`.
 pub fn validate_plan(nodes: &[PlanNode], existing: &[TaskId]) -> Result<(), Vec<PlanError>> {
+    validate_resolved(nodes, existing).map(|_| ())
+}
+
+/// No node: a root's parent, in [`Resolved::parent`].
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// What validation learned about a valid plan, for callers that go on to use it: each id
+/// looked up once, here, and never again.
+pub(crate) struct Resolved<'a> {
+    /// Position of each id in the file.
+    pub(crate) index: IdIndex<'a>,
+    /// Position of each node's parent in the file, or [`NONE`].
+    pub(crate) parent: Vec<u32>,
+}
+
+/// [`validate_plan`], returning the id index and the resolved parents of a valid plan.
+pub(crate) fn validate_resolved<'a>(
+    nodes: &'a [PlanNode],
+    existing: &[TaskId],
+) -> Result<Resolved<'a>, Vec<PlanError>> {
     // One pass builds the index (the first in file order stands for a repeated id) and
     // counts repeats; each kind of problem is sorted by id at the end, so the report
     // does not depend on the file's order.
-    let mut index: IdMap<&TaskId, usize> =
-        IdMap::with_capacity_and_hasher(nodes.len(), Default::default());
+    let n = nodes.len();
+    let (index, repeat_at) = IdIndex::build(nodes.iter().map(|x| x.id.as_str()).collect());
     let mut repeats: HashMap<&TaskId, usize> = HashMap::new();
-    for (i, n) in nodes.iter().enumerate() {
-        if index.insert(&n.id, i).is_some() {
-            *repeats.entry(&n.id).or_insert(1) += 1;
-        }
+    for &i in &repeat_at {
+        *repeats.entry(&nodes[i as usize].id).or_insert(1) += 1;
     }
-    for (id, _) in repeats.iter() {
-        // Keep the first occurrence, not the last insert.
-        if let Some(first) = nodes.iter().position(|n| &n.id == *id) {
-            index.insert(id, first);
-        }
-    }
-    let existing: HashSet<&TaskId> = existing.iter().collect();
-    let known = |id: &TaskId| index.contains_key(id) || existing.contains(id);
+    // Existing tasks are indexed only if a reference misses the file.
+    let existing_set = std::cell::OnceCell::new();
+    let in_existing = |id: &TaskId| {
+        existing_set
+            .get_or_init(|| existing.iter().map(|id| (id, ())).collect::<IdMap<_, _>>())
+            .contains_key(id)
+    };
 
     let mut duplicates: Vec<PlanError> = repeats
         .iter()
@@ -105,30 +122,59 @@ pub fn validate_plan(nodes: &[PlanNode], existing: &[TaskId]) -> Result<(), Vec<
     let mut deps = Vec::new();
     let mut work_and_agent = Vec::new();
     let mut zero = Vec::new();
-    for n in nodes {
-        match &n.parent {
-            Some(p) if p == &n.id => parents.push(PlanError::SelfParent(n.id.clone())),
-            Some(p) if !known(p) => parents.push(PlanError::UnknownParent {
-                id: n.id.clone(),
-                parent: p.clone(),
-            }),
-            _ => {}
+    // Every reference looked up in two batches: parents (an empty name for none, which
+    // no id is) and dependencies, in CSR form.
+    let parent_of = index.get_many(
+        &nodes
+            .iter()
+            .map(|x| x.parent.as_ref().map_or("", |p| p.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    let mut dep_start: Vec<u32> = Vec::with_capacity(n + 1);
+    let mut dep_names: Vec<&str> = Vec::new();
+    for x in nodes {
+        dep_start.push(dep_names.len() as u32);
+        dep_names.extend(x.depends_on.iter().map(|d| d.as_str()));
+    }
+    dep_start.push(dep_names.len() as u32);
+    let dep_of = index.get_many(&dep_names);
+    drop(dep_names);
+    // Edges among the file's nodes: parents as one array, dependencies in CSR form.
+    let mut parent = vec![NONE; n];
+    let mut dep_to: Vec<u32> = Vec::with_capacity(dep_of.len());
+    for (i, node) in nodes.iter().enumerate() {
+        match &node.parent {
+            Some(p) if p == &node.id => parents.push(PlanError::SelfParent(node.id.clone())),
+            Some(p) => match parent_of[i] {
+                NONE if in_existing(p) => {}
+                NONE => parents.push(PlanError::UnknownParent {
+                    id: node.id.clone(),
+                    parent: p.clone(),
+                }),
+                j => parent[i] = j,
+            },
+            None => {}
         }
-        for d in &n.depends_on {
-            if !known(d) {
-                deps.push(PlanError::UnknownDependency {
-                    id: n.id.clone(),
+        let (a, b) = (dep_start[i] as usize, dep_start[i + 1] as usize);
+        dep_start[i] = dep_to.len() as u32;
+        for (d, &j) in node.depends_on.iter().zip(&dep_of[a..b]) {
+            match j {
+                NONE if in_existing(d) => {}
+                NONE => deps.push(PlanError::UnknownDependency {
+                    id: node.id.clone(),
                     dependency: d.clone(),
-                });
+                }),
+                j => dep_to.push(j),
             }
         }
-        if n.work.is_some() && n.agent.is_some() {
-            work_and_agent.push(PlanError::WorkAndAgent(n.id.clone()));
+        if node.work.is_some() && node.agent.is_some() {
+            work_and_agent.push(PlanError::WorkAndAgent(node.id.clone()));
         }
-        if n.max_attempts == Some(0) {
-            zero.push(PlanError::ZeroMaxAttempts(n.id.clone()));
+        if node.max_attempts == Some(0) {
+            zero.push(PlanError::ZeroMaxAttempts(node.id.clone()));
         }
     }
+    dep_start[n] = dep_to.len() as u32;
     duplicates.sort_by(|a, b| error_id(a).cmp(error_id(b)));
     parents.sort_by(|a, b| error_id(a).cmp(error_id(b)));
     deps.sort_by(|a, b| error_id(a).cmp(error_id(b)));
@@ -140,41 +186,26 @@ pub fn validate_plan(nodes: &[PlanNode], existing: &[TaskId]) -> Result<(), Vec<
     errors.extend(deps);
 
     // Graph checks over the file's nodes only: existing tasks cannot point back into it.
+    // Of a repeated id only the first occurrence is a member (the one edges lead to).
     // A linear test first (peel every node that reaches no cycle); only a plan that has
     // a cycle pays for the deterministic walk that names it.
-    let parent_edges = |i: usize| -> Vec<usize> {
-        match nodes[i].parent.as_ref().and_then(|p| index.get(p)) {
-            Some(&p) if nodes[p].id != nodes[i].id => vec![p],
-            _ => Vec::new(),
-        }
-    };
-    let dep_edges = |i: usize| -> Vec<usize> {
-        nodes[i]
-            .depends_on
-            .iter()
-            .filter_map(|d| index.get(d).copied())
-            .collect()
-    };
     let members: Vec<usize> = {
-        let mut v: Vec<usize> = index.values().copied().collect();
-        v.sort_unstable();
-        v
-    };
-    let parent_acyclic = acyclic(nodes.len(), &members, |i, out| {
-        if let Some(&p) = nodes[i].parent.as_ref().and_then(|p| index.get(p))
-            && nodes[p].id != nodes[i].id
-        {
-            out.push(p);
+        let mut member = vec![true; n];
+        for &i in &repeat_at {
+            member[i as usize] = false;
         }
-    });
-    let dep_acyclic = acyclic(nodes.len(), &members, |i, out| {
-        out.extend(
-            nodes[i]
-                .depends_on
-                .iter()
-                .filter_map(|d| index.get(d).copied()),
-        );
-    });
+        (0..n).filter(|&i| member[i]).collect()
+    };
+    let parent_of = |i: usize| -> &[u32] {
+        match parent[i] {
+            NONE => &[],
+            _ => std::slice::from_ref(&parent[i]),
+        }
+    };
+    let deps_of =
+        |i: usize| -> &[u32] { &dep_to[dep_start[i] as usize..dep_start[i + 1] as usize] };
+    let parent_acyclic = acyclic(n, &members, parent_of);
+    let dep_acyclic = acyclic(n, &members, deps_of);
     if !parent_acyclic || !dep_acyclic {
         let graph_nodes: Vec<usize> = {
             let mut v = members.clone();
@@ -182,12 +213,12 @@ pub fn validate_plan(nodes: &[PlanNode], existing: &[TaskId]) -> Result<(), Vec<
             v
         };
         if !parent_acyclic {
-            for cycle in find_cycles(nodes.len(), &graph_nodes, parent_edges) {
+            for cycle in find_cycles(n, &graph_nodes, parent_of) {
                 errors.push(PlanError::ParentCycle(path_ids(nodes, &cycle)));
             }
         }
         if !dep_acyclic {
-            for cycle in find_cycles(nodes.len(), &graph_nodes, dep_edges) {
+            for cycle in find_cycles(n, &graph_nodes, deps_of) {
                 errors.push(PlanError::DependencyCycle(path_ids(nodes, &cycle)));
             }
         }
@@ -195,7 +226,7 @@ pub fn validate_plan(nodes: &[PlanNode], existing: &[TaskId]) -> Result<(), Vec<
     errors.extend(work_and_agent);
     errors.extend(zero);
     if errors.is_empty() {
-        Ok(())
+        Ok(Resolved { index, parent })
     } else {
         Err(errors)
     }
@@ -215,56 +246,52 @@ fn error_id(e: &PlanError) -> &TaskId {
 }
 
 /// Is the graph over `members` free of cycles? Kahn's peeling on flat (CSR) arrays:
-/// linear, one allocation per array, no per-node vectors.
-fn acyclic(n: usize, members: &[usize], edges: impl Fn(usize, &mut Vec<usize>)) -> bool {
-    let mut start = vec![0u32; n + 1];
-    let mut targets: Vec<usize> = Vec::with_capacity(members.len());
-    let mut is_member = vec![false; n];
-    for &i in members {
-        is_member[i] = true;
-    }
-    // Out-edges in CSR form, indexed by node.
-    let mut out_of: Vec<(u32, u32)> = vec![(0, 0); n];
-    let mut buf = Vec::new();
-    for &i in members {
-        buf.clear();
-        edges(i, &mut buf);
-        let from = targets.len() as u32;
-        targets.extend(buf.iter().copied().filter(|j| is_member[*j]));
-        out_of[i] = (from, targets.len() as u32);
+/// linear, one allocation per array, no per-node vectors. Edges to non-members are
+/// ignored.
+fn acyclic<'e>(n: usize, members: &[usize], edges: impl Fn(usize) -> &'e [u32]) -> bool {
+    let all = members.len() == n;
+    let mut is_member = vec![all; n];
+    if !all {
+        for &i in members {
+            is_member[i] = true;
+        }
     }
     // In-degree counts give the reverse CSR.
-    for &j in &targets {
-        start[j + 1] += 1;
+    let mut start = vec![0u32; n + 1];
+    let mut out_degree: Vec<u32> = vec![0; n];
+    for &i in members {
+        for &j in edges(i) {
+            if is_member[j as usize] {
+                start[j as usize + 1] += 1;
+                out_degree[i] += 1;
+            }
+        }
     }
     for k in 0..n {
         start[k + 1] += start[k];
     }
     let mut fill = start.clone();
-    let mut reverse = vec![0usize; targets.len()];
+    let mut reverse = vec![0u32; start[n] as usize];
     for &i in members {
-        let (a, b) = out_of[i];
-        for &j in &targets[a as usize..b as usize] {
-            reverse[fill[j] as usize] = i;
-            fill[j] += 1;
+        for &j in edges(i) {
+            if is_member[j as usize] {
+                reverse[fill[j as usize] as usize] = i as u32;
+                fill[j as usize] += 1;
+            }
         }
     }
-    let mut out_degree: Vec<u32> = vec![0; n];
-    let mut queue = Vec::new();
-    for &i in members {
-        let (a, b) = out_of[i];
-        out_degree[i] = b - a;
-        if a == b {
-            queue.push(i);
-        }
-    }
+    let mut queue: Vec<usize> = members
+        .iter()
+        .copied()
+        .filter(|&i| out_degree[i] == 0)
+        .collect();
     let mut removed = 0usize;
     while let Some(i) = queue.pop() {
         removed += 1;
         for &p in &reverse[start[i] as usize..start[i + 1] as usize] {
-            out_degree[p] -= 1;
-            if out_degree[p] == 0 {
-                queue.push(p);
+            out_degree[p as usize] -= 1;
+            if out_degree[p as usize] == 0 {
+                queue.push(p as usize);
             }
         }
     }
@@ -281,15 +308,26 @@ fn path_ids(nodes: &[PlanNode], cycle: &[usize]) -> Vec<TaskId> {
 /// unvisited remaining node (in `members` order), follow the first such edge until the
 /// walk meets itself (a new cycle, reported as `a → … → a`) or an earlier walk (a cycle
 /// already reported). Distinct cycles that share nodes are reported once.
-fn find_cycles(
+fn find_cycles<'e>(
     n: usize,
     members: &[usize],
-    edges: impl Fn(usize) -> Vec<usize>,
+    edges: impl Fn(usize) -> &'e [u32],
 ) -> Vec<Vec<usize>> {
+    let is_member = {
+        let mut v = vec![false; n];
+        for &i in members {
+            v[i] = true;
+        }
+        v
+    };
     let out: Vec<Vec<usize>> = {
         let mut out = vec![Vec::new(); n];
         for &i in members {
-            out[i] = edges(i);
+            out[i] = edges(i)
+                .iter()
+                .map(|&j| j as usize)
+                .filter(|&j| is_member[j])
+                .collect();
         }
         out
     };

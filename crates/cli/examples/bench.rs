@@ -137,7 +137,7 @@ fn tree_rows(rows: &mut Vec<Row>) {
         // task's strings are allocated in that order), the file in `plan export`'s
         // depth-first order.
         prev.sort_by(|a, b| a.id().cmp(b.id()));
-        let prev: Vec<_> = prev.iter().cloned().collect();
+        let prev: Vec<_> = prev.to_vec();
         let next: Vec<PlanNode> = tree::depth_first(&prev)
             .into_iter()
             .map(PlanNode::from_task)

@@ -205,9 +205,13 @@ fn parse_rows(rows: &mut Vec<Row>) {
         std::hint::black_box(artifact::artifacts(std::hint::black_box(&doc)));
         start.elapsed()
     });
+    // The least a CommonMark-correct section scan can do with the parser we use: pull
+    // pulldown-cmark's event stream over the body, nothing else.
     let limit = best(5, || {
         let start = Instant::now();
-        let n = doc.bytes().filter(|b| *b == b'\n').count();
+        let n = pulldown_cmark::Parser::new_ext(&doc, pulldown_cmark::Options::empty())
+            .into_offset_iter()
+            .count();
         std::hint::black_box(n);
         start.elapsed()
     });
@@ -217,7 +221,7 @@ fn parse_rows(rows: &mut Vec<Row>) {
         figure: format!("{mbs:.0} MB/s"),
         target: "≥ 100 MB/s".into(),
         limit: format!(
-            "line scan {:.0} MB/s",
+            "pulldown-cmark events {:.0} MB/s",
             bytes as f64 / limit.as_secs_f64() / 1e6
         ),
         ok: Some(mbs >= 100.0),

@@ -22,6 +22,10 @@ fn main() {
             .count();
         std::hint::black_box(n);
         let p = t.elapsed().as_secs_f64();
-        println!("artifacts {:.0} MB/s   pulldown-cmark events {:.0} MB/s", mb / a, mb / p);
+        println!(
+            "artifacts {:.0} MB/s   pulldown-cmark events {:.0} MB/s",
+            mb / a,
+            mb / p
+        );
     }
 }

@@ -61,9 +61,16 @@ fn main() {
             .unwrap(),
         );
     }
-    let next: Vec<PlanNode> = prev.iter().map(PlanNode::from_task).collect();
+    // As `plan apply` meets them: the store's tasks by id, the file in export order.
+    prev.sort_by(|a, b| a.id().cmp(b.id()));
+    let prev = prev.to_vec();
+    let next: Vec<PlanNode> = tree::depth_first(&prev)
+        .into_iter()
+        .map(PlanNode::from_task)
+        .collect();
     let ids: Vec<TaskId> = prev.iter().map(|t| t.id().clone()).collect();
-    for _ in 0..3 {
+    let mut best = std::time::Duration::MAX;
+    for _ in 0..8 {
         let t = Instant::now();
         let _ = tree::validate_plan(&next, &ids);
         let v = t.elapsed();
@@ -82,5 +89,7 @@ fn main() {
         let t = Instant::now();
         drop(u);
         println!("validate {:?}  apply {:?}  drop {:?}", v, a, t.elapsed());
+        best = best.min(a);
     }
+    println!("best apply of 8: {best:?}");
 }

@@ -265,7 +265,7 @@ pub fn apply_state_updates(
     }
     // Every id of the file is hashed once, by validation; from here on nodes are
     // positions, and the file's nodes are moved into the result only at the end.
-    let resolved = validate_resolved(&next, &[]).map_err(ApplyError::Invalid)?;
+    let mut resolved = validate_resolved(&next, &[]).map_err(ApplyError::Invalid)?;
     let n = next.len();
 
     // Match the store's tasks to the file's nodes: one lookup per stored task.

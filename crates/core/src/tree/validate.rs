@@ -98,7 +98,7 @@ pub(crate) fn validate_resolved<'a>(
     // counts repeats; each kind of problem is sorted by id at the end, so the report
     // does not depend on the file's order.
     let n = nodes.len();
-    let (index, repeat_at) = IdIndex::build(nodes.iter().map(|x| x.id.as_str()).collect());
+    let (mut index, repeat_at) = IdIndex::build(nodes.iter().map(|x| x.id.as_str()).collect());
     let mut repeats: HashMap<&TaskId, usize> = HashMap::new();
     for &i in &repeat_at {
         *repeats.entry(&nodes[i as usize].id).or_insert(1) += 1;

@@ -33,12 +33,6 @@ pub enum IdError {
 }
 
 impl TaskId {
-    /// An empty id that is never valid: a placeholder left behind when a node is moved
-    /// out of a slice. Never stored or shown.
-    pub(crate) const fn placeholder() -> TaskId {
-        TaskId(String::new())
-    }
-
     /// Validates and wraps an id.
     pub fn new(s: &str) -> Result<TaskId, IdError> {
         if s.is_empty() {

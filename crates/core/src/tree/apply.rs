@@ -298,52 +298,62 @@ pub fn apply_state_updates(
     let stored = |i: usize| (prev_of[i] != NONE).then(|| &prev[prev_of[i] as usize]);
 
     // Step 1, in one pass in depth-first order (the output's): the user-owned spec comes
-    // from the file (each node moved out of it once), the person-owned fields of a stored
-    // node and its runner fields from the store. Runner state stays indexed by file
-    // position for steps 2 to 4.
-    let mut nodes: Vec<ReconciledNode> = Vec::with_capacity(n);
+    // from the file, the person-owned fields of a stored node and its runner fields from
+    // the store. Runner state stays indexed by file position for steps 2 to 4.
+    //
+    // The file's nodes are put in depth-first order in place (a file `plan export` wrote
+    // already is), then mapped into the output by `into_iter().map().collect()`, which
+    // reuses the file's allocation: at 100k nodes a fresh output would cost thousands
+    // of page faults.
     let mut pos = vec![0u32; n];
+    for (k, &i) in pre.iter().enumerate() {
+        pos[i] = k as u32;
+    }
+    permute(&mut next, &pre);
     let mut state: Vec<(Status, bool, u32)> = vec![(Status::Pending, false, 0); n];
     let mut tamper = Vec::new();
     let mut created = Vec::new();
     let mut edited = Vec::new();
-    for &i in &pre {
-        let node = std::mem::replace(&mut next[i], PlanNode::new(TaskId::placeholder()));
-        let claims = (node.passes, node.attempts, node.status);
-        let truth = stored(i);
-        if let Some(t) = truth {
-            note_person_fields(&mut tamper, &node, &t.spec);
-        }
-        let mut spec = node.into_spec(limits);
-        match truth {
-            Some(t) => {
-                let truth = &t.spec;
-                if spec.depends_on != truth.depends_on {
-                    spec.depends_on = truth.depends_on.clone();
-                }
-                if spec.spec != truth.spec {
-                    spec.spec = truth.spec.clone();
-                }
-                spec.max_attempts = truth.max_attempts;
-                spec.workflow = truth.workflow;
-                if spec.parent != truth.parent || !changed_fields(&spec, truth).is_empty() {
-                    edited.push(spec.id.clone());
-                }
-                state[i] = (t.status(), t.passes(), t.attempts());
+    let mut nodes: Vec<ReconciledNode> = next
+        .into_iter()
+        .enumerate()
+        .map(|(k, node)| {
+            let i = pre[k];
+            let claims = (node.passes, node.attempts, node.status);
+            let truth = stored(i);
+            if let Some(t) = truth {
+                note_person_fields(&mut tamper, &node, &t.spec);
             }
-            None => created.push(spec.id.clone()),
-        }
-        note_tamper(&mut tamper, &spec.id, claims, state[i]);
-        pos[i] = nodes.len() as u32;
-        let (status, passes, attempts) = state[i];
-        nodes.push(ReconciledNode {
-            spec,
-            status,
-            passes,
-            attempts,
-            new: truth.is_none(),
-        });
-    }
+            let mut spec = node.into_spec(limits);
+            match truth {
+                Some(t) => {
+                    let truth = &t.spec;
+                    if spec.depends_on != truth.depends_on {
+                        spec.depends_on = truth.depends_on.clone();
+                    }
+                    if spec.spec != truth.spec {
+                        spec.spec = truth.spec.clone();
+                    }
+                    spec.max_attempts = truth.max_attempts;
+                    spec.workflow = truth.workflow;
+                    if spec.parent != truth.parent || !changed_fields(&spec, truth).is_empty() {
+                        edited.push(spec.id.clone());
+                    }
+                    state[i] = (t.status(), t.passes(), t.attempts());
+                }
+                None => created.push(spec.id.clone()),
+            }
+            note_tamper(&mut tamper, &spec.id, claims, state[i]);
+            let (status, passes, attempts) = state[i];
+            ReconciledNode {
+                spec,
+                status,
+                passes,
+                attempts,
+                new: truth.is_none(),
+            }
+        })
+        .collect();
     let at = |i: usize| &nodes[pos[i] as usize];
 
     // New nodes: only children of the selected node, and only when it decomposed.
@@ -494,6 +504,28 @@ pub fn apply_state_updates(
         tamper_ignored: tamper,
         lifecycle,
     })
+}
+
+/// Reorders `v` in place so that `v[k]` becomes the old `v[order[k]]`: each cycle of the
+/// permutation is followed with swaps, so nothing is allocated but a bitmap. `order` must
+/// be a permutation of `0..v.len()`.
+fn permute<T>(v: &mut [T], order: &[usize]) {
+    if order.iter().enumerate().all(|(k, &i)| k == i) {
+        return;
+    }
+    let mut done = vec![false; v.len()];
+    for k in 0..v.len() {
+        let mut cur = k;
+        while !done[cur] {
+            done[cur] = true;
+            let src = order[cur];
+            if src == k {
+                break;
+            }
+            v.swap(cur, src);
+            cur = src;
+        }
+    }
 }
 
 /// Agents may edit only `title`, `body`, `order` and `parent` of an existing node through

@@ -13,6 +13,9 @@ use warden_core::model::{Task, TaskId};
 
 use crate::{Batch, Lease, Store, StoreError, failpoint};
 
+/// WAL size above which closing a connection checkpoints the WAL and truncates it.
+const WAL_TRUNCATE_BYTES: u64 = 256 << 10;
+
 /// Schema migrations, applied in order; `PRAGMA user_version` is the number applied.
 const MIGRATIONS: &[&str] = &[
     // 1: tasks, events, memory, idempotency keys, leases.
@@ -56,9 +59,35 @@ pub struct SqliteStore {
     path: PathBuf,
 }
 
+/// The WAL file of the database at `path`.
+fn wal_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-wal");
+    PathBuf::from(p)
+}
+
+/// Keeps the WAL short across short processes. The first connection of a process
+/// rebuilds SQLite's WAL index by reading and checksumming the whole WAL, and forgets
+/// what earlier checkpoints copied, so the WAL is never restarted and grows for ever:
+/// after a few hundred CLI calls that read was most of the cost of a `warden task
+/// update`. So a connection that leaves more than [`WAL_TRUNCATE_BYTES`] behind
+/// checkpoints it into the database and truncates it (without waiting: if another
+/// connection is busy, a later close does it).
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        if std::fs::metadata(wal_path(&self.path)).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES) {
+            let _ = self.conn.busy_timeout(Duration::ZERO);
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating and migrating if needed) the database at `path`.
     pub fn open(path: &Path, busy_timeout_ms: u64) -> Result<SqliteStore, StoreError> {
+        let created = !path.exists() || !wal_path(path).exists();
         let conn = Connection::open(path).map_err(|e| map_err(e, path))?;
         let store = SqliteStore {
             conn,
@@ -86,8 +115,8 @@ impl SqliteStore {
             .map_err(|e| store.err(e))?;
         // Closing the last connection would checkpoint the WAL into the database and
         // delete it (two more fsyncs, and a directory fsync to create it again on the
-        // next open). Every CLI call is a short process, so leave the WAL in place and
-        // let SQLite's automatic checkpoints (every 1000 pages) do that work.
+        // next open). Every CLI call is a short process, so leave the WAL in place; see
+        // `Drop` for how it is kept short.
         store
             .conn
             .set_db_config(
@@ -96,6 +125,13 @@ impl SqliteStore {
             )
             .map_err(|e| store.err(e))?;
         store.migrate()?;
+        // SQLite is built without its per-connection directory sync (see
+        // `.cargo/config.toml`): make the new files' directory entries durable once.
+        if created {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            crate::files::sync_dir(dir.unwrap_or(Path::new(".")))
+                .map_err(|e| StoreError::Io(e.to_string()))?;
+        }
         Ok(store)
     }
 
@@ -589,6 +625,31 @@ mod tests {
             &ctx(),
         )
         .unwrap()
+    }
+
+    /// Each short-lived connection leaves the WAL to the next, and SQLite never restarts
+    /// it across processes: closing a connection that leaves a long WAL truncates it, so
+    /// the next open does not read it all back. Nothing committed is lost on the way.
+    #[test]
+    fn a_long_wal_is_truncated_on_close() {
+        let (dir, s) = temp_db();
+        let path = dir.join("warden.db");
+        let mut n = 0;
+        while std::fs::metadata(wal_path(&path)).unwrap().len() <= WAL_TRUNCATE_BYTES {
+            let ch = created(&format!("t{n}"));
+            s.commit(Batch {
+                changes: vec![ch],
+                ..Default::default()
+            })
+            .unwrap();
+            n += 1;
+        }
+        drop(s);
+        assert_eq!(std::fs::metadata(wal_path(&path)).unwrap().len(), 0);
+        let s = SqliteStore::open(&path, 5000).unwrap();
+        assert_eq!(s.list().unwrap().len(), n);
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

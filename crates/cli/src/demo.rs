@@ -157,7 +157,7 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
         started.elapsed().as_secs_f64(),
         root.display(),
         if temp {
-            " (removed; pass --keep DIR to keep it and open `warden --dir DIR task list`)"
+            " (removed; pass --keep DIR to keep it and open `warden --dir DIR dashboard`)"
         } else {
             ""
         }
@@ -256,7 +256,7 @@ fn script(d: &Demo, session: &str) -> Result<(), CliError> {
     out::line("\n--- STATE.md ---");
     out::print(&state);
     out::line(&format!(
-        "\nOpen the dashboard on a kept workspace with: warden --dir {} task list (the terminal dashboard is its own issue)",
+        "\nOn a kept workspace (--keep DIR), look around with: warden --dir {} dashboard",
         root.display()
     ));
     Ok(())

@@ -371,10 +371,9 @@ impl<'a> IdIndex<'a> {
         let mut repeats = Vec::new();
         // Positions ascend within a partition, so the first of a repeated id goes in first.
         for key in &scratch {
-            let (first, k) = index.probe(key);
-            match first {
-                Some(_) => repeats.push(key.pos),
-                None => index.slots[k] = *key,
+            match index.find(key, index.ids[key.pos as usize]) {
+                Ok(_) => repeats.push(key.pos),
+                Err(empty) => index.slots[empty] = *key,
             }
         }
         index.scratch = scratch;
@@ -382,52 +381,28 @@ impl<'a> IdIndex<'a> {
         (index, repeats)
     }
 
-    fn partition(&self, hash: u64) -> usize {
-        partition_of(hash, self.bits)
-    }
-
-    /// Probes for `key`'s id: its position if present, and the slot where the probe
-    /// stopped (the empty slot an insert fills).
-    fn probe(&self, key: &Slot) -> (Option<u32>, usize) {
-        let p = self.partition(key.hash);
+    /// Probes for `key`, the key of `name`: the position holding it, or the empty slot
+    /// where the probe stopped (where an insert goes).
+    fn find(&self, key: &Slot, name: &str) -> Result<u32, usize> {
+        let p = partition_of(key.hash, self.bits);
         let (lo, hi) = (self.start[p] as usize, self.start[p + 1] as usize);
         let mask = hi - lo - 1;
         let mut k = key.hash as usize & mask;
         loop {
             let slot = &self.slots[lo + k];
             if slot.hash == 0 {
-                return (None, lo + k);
+                return Err(lo + k);
             }
-            if slot.same_key(key) && (key.len <= 16 || self.long_id_eq(slot, key)) {
-                return (Some(slot.pos), lo + k);
+            if slot.same_key(key) && (name.len() <= 16 || self.ids[slot.pos as usize] == name) {
+                return Ok(slot.pos);
             }
             k = (k + 1) & mask;
         }
-    }
-
-    /// For ids longer than the head: a pending insert's `pos` is its position among the
-    /// ids (compare the ids); a lookup's is resolved by `get_many` before probing.
-    fn long_id_eq(&self, slot: &Slot, key: &Slot) -> bool {
-        self.ids[slot.pos as usize] == self.ids[key.pos as usize]
     }
 
     /// The position of `s`.
     pub(crate) fn get(&self, s: &str) -> Option<u32> {
-        let key = Slot::of(s, 0);
-        let p = self.partition(key.hash);
-        let (lo, hi) = (self.start[p] as usize, self.start[p + 1] as usize);
-        let mask = hi - lo - 1;
-        let mut k = key.hash as usize & mask;
-        loop {
-            let slot = &self.slots[lo + k];
-            if slot.hash == 0 {
-                return None;
-            }
-            if slot.same_key(&key) && (s.len() <= 16 || self.ids[slot.pos as usize] == s) {
-                return Some(slot.pos);
-            }
-            k = (k + 1) & mask;
-        }
+        self.find(&Slot::of(s, 0), s).ok()
     }
 
     /// The position of each query ([`validate::NONE`] when absent), probed partition by
@@ -437,23 +412,9 @@ impl<'a> IdIndex<'a> {
         by_partition(queries, self.bits, &mut order);
         let mut out = vec![validate::NONE; queries.len()];
         for key in &order {
-            let p = self.partition(key.hash);
-            let (lo, hi) = (self.start[p] as usize, self.start[p + 1] as usize);
-            let mask = hi - lo - 1;
-            let mut k = key.hash as usize & mask;
             let q = key.pos as usize;
-            loop {
-                let slot = &self.slots[lo + k];
-                if slot.hash == 0 {
-                    break;
-                }
-                if slot.same_key(key)
-                    && (key.len <= 16 || self.ids[slot.pos as usize] == queries[q])
-                {
-                    out[q] = slot.pos;
-                    break;
-                }
-                k = (k + 1) & mask;
+            if let Ok(pos) = self.find(key, queries[q]) {
+                out[q] = pos;
             }
         }
         self.scratch = order;

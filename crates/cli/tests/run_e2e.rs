@@ -558,3 +558,53 @@ fn sessions_carry_no_store_secrets() {
         assert!(!creds.exists(), "{session}: a stale credentials file stays");
     }
 }
+
+/// A runner killed after finishing a task but before releasing its lease leaves that
+/// lease behind, and a finished task is never claimed again: the next runner to stop
+/// releases it (and a lapsed one of any owner), but never a live runner's.
+#[test]
+fn abandoned_leases_are_released() {
+    use warden_store::Store;
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "a", "work": "true"}, {"id": "b", "work": "true"}, {"id": "c", "work": "true"}]}"#);
+    p.run_to_end();
+    let store =
+        warden_store::sqlite::SqliteStore::open(&p.root.join(".warden/warden.db"), 5000).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = host.trim();
+    // A pid that is not running (pid_max is at most 2^22).
+    let dead = format!("{host}:{}:1", 1 << 23);
+    let live = format!("{host}:{}:1", std::process::id());
+    let now = jiff::Timestamp::now();
+    let hour = Duration::from_secs(3600);
+    let id = |s: &str| warden_core::model::TaskId::new(s).unwrap();
+    store
+        .acquire_lease(&id("a"), &dead, now, hour)
+        .unwrap()
+        .unwrap();
+    store
+        .acquire_lease(
+            &id("b"),
+            "elsewhere:1:1",
+            now - hour,
+            Duration::from_secs(1),
+        )
+        .unwrap()
+        .unwrap();
+    store
+        .acquire_lease(&id("c"), &live, now, hour)
+        .unwrap()
+        .unwrap();
+    p.until_idle();
+    let left: Vec<(String, String)> = store
+        .leases()
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.task.to_string(), l.owner))
+        .collect();
+    assert_eq!(
+        left,
+        vec![("c".to_owned(), live)],
+        "only the live runner's lease stays"
+    );
+}

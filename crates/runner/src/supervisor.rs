@@ -380,6 +380,24 @@ impl Supervisor {
         for id in std::mem::take(&mut self.leased).into_keys() {
             let _ = self.eng.store.release_lease(&id, &self.owner);
         }
+        self.release_abandoned();
+    }
+
+    /// Releases the leases other runners left behind: held by a runner on this host whose
+    /// process is gone, or lapsed. A runner killed between finishing a task and releasing
+    /// its lease would otherwise hold that lease for ever, since a finished task is never
+    /// claimed again. Each release names the holder, so a lease renewed or taken over
+    /// meanwhile is left alone.
+    fn release_abandoned(&self) {
+        let now = self.eng.now();
+        let Ok(leases) = self.eng.store.leases() else {
+            return;
+        };
+        for l in leases {
+            if l.owner != self.owner && (self.dead_here(&l.owner) || l.expires_at <= now) {
+                let _ = self.eng.store.release_lease(&l.task, &l.owner);
+            }
+        }
     }
 
     /// Is this lease owner a runner on this host whose process is gone? It will never

@@ -32,8 +32,8 @@ pub fn read(ws: &Workspace, task: &Task) -> Result<Doc, FileError> {
 
 /// Parses TASK.md text against the true task.
 pub fn doc_of(text: &str, task: &Task) -> Doc {
-    let artifacts = artifact::artifacts(text);
     let parsed = artifact::parse(text);
+    let artifacts = parsed.artifacts();
     let tamper = match parsed.frontmatter {
         Some(found) => artifact::tampered(&found, &artifact::mirror(task))
             .into_iter()

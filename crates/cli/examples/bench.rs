@@ -318,18 +318,25 @@ fn cli_rows(rows: &mut Vec<Row>, quick: bool) {
     });
 }
 
-/// Raw durable-write rate of this disk: append + fdatasync in a loop.
-fn fsync_rate(dir: &Path, n: usize) -> f64 {
+/// Raw durable-write rate of this disk: append `bytes` + fdatasync in a loop.
+fn fsync_rate(dir: &Path, n: usize, bytes: usize) -> f64 {
     use std::io::Write;
     let p = dir.join("fsync.probe");
     let mut f = std::fs::File::create(&p).unwrap();
+    let buf = vec![0u8; bytes];
     let start = Instant::now();
     for _ in 0..n {
-        f.write_all(&[0u8; 128]).unwrap();
+        f.write_all(&buf).unwrap();
         f.sync_data().unwrap();
     }
-    per_sec(n, start.elapsed())
+    let r = per_sec(n, start.elapsed());
+    let _ = std::fs::remove_file(&p);
+    r
 }
+
+/// The WAL bytes of the smallest memory-merge commit: four pages (the task row, the
+/// event, its index entry, the memory row), each a 24-byte frame header and 4 KiB.
+const MERGE_COMMIT_BYTES: usize = 4 * (24 + 4096);
 
 fn engine_in(dir: &Path) -> Engine {
     let ws = Workspace::find(dir, Some(dir)).unwrap();
@@ -342,7 +349,8 @@ fn durable_rows(rows: &mut Vec<Row>, quick: bool) {
     run(&dir, &["init"]);
     run(&dir, &["task", "create", "t", "--agent", "x"]);
     run(&dir, &["task", "update", "t", "--status", "working"]);
-    let raw = fsync_rate(&dir, n);
+    let raw = fsync_rate(&dir, n, 128);
+    let commit = fsync_rate(&dir, n, MERGE_COMMIT_BYTES);
     let eng = engine_in(&dir);
     let id = TaskId::new("t").unwrap();
     let start = Instant::now();
@@ -429,7 +437,7 @@ fn durable_rows(rows: &mut Vec<Row>, quick: bool) {
         name: "8. durable memory merges, 4 processes".into(),
         figure: format!("{} ({lost} lost)", fmt_rate(rate)),
         target: "≥ 5 k/s, 0 lost".into(),
-        limit: format!("fsync {}", fmt_rate(raw)),
+        limit: format!("fsync of a 4-page commit {}", fmt_rate(commit)),
         ok: Some(rate >= 5000.0 && lost == 0),
     });
 }

@@ -50,6 +50,24 @@ const MIGRATIONS: &[&str] = &[
         epoch INTEGER NOT NULL,
         expires_at TEXT NOT NULL
     ) STRICT;",
+    // 2: events without AUTOINCREMENT. Events are never deleted, so `seq` = the largest
+    // rowid + 1 is just as monotonic, and a commit no longer rewrites the
+    // `sqlite_sequence` page: one WAL page (about 4 KiB to fsync) less per write.
+    "CREATE TABLE events_v2 (
+        seq INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        task TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        actor TEXT NOT NULL,
+        type TEXT NOT NULL,
+        body TEXT NOT NULL
+    ) STRICT;
+    INSERT INTO events_v2 (seq, at, task, version, actor, type, body)
+        SELECT seq, at, task, version, actor, type, body FROM events ORDER BY seq;
+    DROP TABLE events;
+    ALTER TABLE events_v2 RENAME TO events;
+    CREATE INDEX events_by_task ON events (task, seq);
+    DELETE FROM sqlite_sequence WHERE name = 'events';",
 ];
 
 /// A SQLite-backed [`Store`].
@@ -648,6 +666,73 @@ mod tests {
         assert_eq!(std::fs::metadata(wal_path(&path)).unwrap().len(), 0);
         let s = SqliteStore::open(&path, 5000).unwrap();
         assert_eq!(s.list().unwrap().len(), n);
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A database written by the first schema (events with AUTOINCREMENT) upgrades in
+    /// place: every event kept with its number, new events numbered after them, and a
+    /// commit no longer touches `sqlite_sequence`.
+    #[test]
+    fn version_1_database_upgrades_keeping_every_event() {
+        let (dir, s) = temp_db();
+        let path = dir.join("warden.db");
+        drop(s);
+        std::fs::remove_file(&path).unwrap();
+        let _ = std::fs::remove_file(wal_path(&path));
+        // A version-1 database with two events written the old way.
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(MIGRATIONS[0]).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+            drop(c);
+            let s1 = SqliteStore {
+                conn: Connection::open(&path).unwrap(),
+                path: path.clone(),
+            };
+            for id in ["a", "b"] {
+                s1.commit(Batch {
+                    changes: vec![created(id)],
+                    ..Default::default()
+                })
+                .unwrap();
+            }
+            let v: i64 = s1
+                .conn
+                .pragma_query_value(None, "user_version", |r| r.get(0))
+                .unwrap();
+            assert_eq!(v, 1, "the test must write through the old schema");
+        }
+        let s = SqliteStore::open(&path, 5000).unwrap();
+        let v: i64 = s
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, MIGRATIONS.len() as i64);
+        let before = s.events(None).unwrap();
+        assert_eq!(before.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+        let evs = s
+            .commit(Batch {
+                changes: vec![created("c")],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(evs[0].seq, 3);
+        let seqs: i64 = s
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_sequence", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(seqs, 0, "no AUTOINCREMENT counter is kept any more");
+        let sql: String = s
+            .conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = 'events'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(!sql.contains("AUTOINCREMENT"), "{sql}");
+        assert_eq!(s.events(Some(&TaskId::new("a").unwrap())).unwrap().len(), 1);
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -200,31 +200,51 @@ fn parse_rows(rows: &mut Vec<Row>) {
     }
     doc.push_str("\n## Handoff\nDONE: everything\n\n## Review\nVerdict: PASS\n");
     let bytes = doc.len();
+    let rate = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e6;
     let d = best(5, || {
         let start = Instant::now();
         std::hint::black_box(artifact::artifacts(std::hint::black_box(&doc)));
         start.elapsed()
     });
-    // The least a CommonMark-correct section scan can do with the parser we use: pull
-    // pulldown-cmark's event stream over the body, nothing else.
-    let limit = best(5, || {
+    // The least any section scan can do: find every line end.
+    let lines = best(5, || {
         let start = Instant::now();
-        let n = pulldown_cmark::Parser::new_ext(&doc, pulldown_cmark::Options::empty())
+        std::hint::black_box(
+            std::hint::black_box(doc.as_bytes())
+                .split(|&b| b == b'\n')
+                .count(),
+        );
+        start.elapsed()
+    });
+    rows.push(Row {
+        name: "3. TASK.md parsing (1 MiB document)".into(),
+        figure: format!("{:.0} MB/s", rate(d)),
+        target: "≥ 100 MB/s".into(),
+        limit: format!("splitting the lines {:.0} MB/s", rate(lines)),
+        ok: Some(rate(d) >= 100.0),
+    });
+    // A body with a construct the line scan does not model (an HTML block) goes through
+    // pulldown-cmark's event stream instead.
+    let html = doc.replacen("## Context\n", "## Context\n<details>\n\n", 1);
+    let slow = best(5, || {
+        let start = Instant::now();
+        std::hint::black_box(artifact::artifacts(std::hint::black_box(&html)));
+        start.elapsed()
+    });
+    let events = best(5, || {
+        let start = Instant::now();
+        let n = pulldown_cmark::Parser::new_ext(&html, pulldown_cmark::Options::empty())
             .into_offset_iter()
             .count();
         std::hint::black_box(n);
         start.elapsed()
     });
-    let mbs = bytes as f64 / d.as_secs_f64() / 1e6;
     rows.push(Row {
-        name: "3. TASK.md parsing (1 MiB document)".into(),
-        figure: format!("{mbs:.0} MB/s"),
-        target: "≥ 100 MB/s".into(),
-        limit: format!(
-            "pulldown-cmark events {:.0} MB/s",
-            bytes as f64 / limit.as_secs_f64() / 1e6
-        ),
-        ok: Some(mbs >= 100.0),
+        name: "   … with an HTML block (parser path)".into(),
+        figure: format!("{:.0} MB/s", rate(slow)),
+        target: "–".into(),
+        limit: format!("pulldown-cmark events {:.0} MB/s", rate(events)),
+        ok: None,
     });
 }
 

@@ -578,6 +578,181 @@ struct AtxHeading {
 /// section short. Headings inside code blocks, HTML blocks, block quotes and lists are
 /// content too: only a heading at the top level of the document structures it.
 fn atx_headings(body: &str) -> Vec<AtxHeading> {
+    atx_headings_by_lines(body).unwrap_or_else(|| atx_headings_by_parser(body))
+}
+
+/// [`atx_headings`] by a scan of the lines, for the bodies whose block structure the scan
+/// can decide alone; `None` hands the body to pulldown-cmark ([`atx_headings_by_parser`]).
+/// Both give the same answer on every body the scan accepts: the property tests and the
+/// `taskmd` fuzz target compare them.
+///
+/// Why a line scan is enough: a line that starts in column 0 with `#` or `##` and a
+/// space, a tab or the line end is a top-level ATX heading in CommonMark, unless it is
+/// inside a fenced code block or an HTML block opened at the top level. Whatever else
+/// is open (a list item, a block quote, a paragraph, an indented code block) ends
+/// there, because a heading line is never a lazy continuation and is not indented
+/// enough to continue a container. So the scan follows only top-level fences and HTML
+/// comments (`<!--` … `-->`), and gives up where the answer depends on structure it
+/// does not model:
+/// - a heading, fence or `<` line indented by 1–3 spaces (inside a list item or not);
+/// - a line starting with `<` other than a plain `<!--` comment (the other HTML blocks);
+/// - a `\r` (other line endings);
+/// - a level-1/2 heading containing `[` or `]` (its text depends on link reference
+///   definitions anywhere in the document).
+///
+/// The heading's name is then read by pulldown-cmark from the heading line alone: an ATX
+/// heading's inline content is parsed on its own, so the name is the one the full parse
+/// gives.
+fn atx_headings_by_lines(body: &str) -> Option<Vec<AtxHeading>> {
+    /// What the scan is inside at the top level.
+    enum Open {
+        Nothing,
+        /// A fenced code block: its character and length.
+        Fence(u8, usize),
+        /// An HTML comment block, until a line containing `-->`.
+        Comment,
+    }
+    let bytes = body.as_bytes();
+    if memchr::memchr(b'\r', bytes).is_some() {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut open = Open::Nothing;
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+        let line = &bytes[start..end];
+        match open {
+            Open::Fence(ch, len) => {
+                if is_closing_fence(line, ch, len) {
+                    open = Open::Nothing;
+                }
+            }
+            Open::Comment => {
+                if memchr::memmem::find(line, b"-->").is_some() {
+                    open = Open::Nothing;
+                }
+            }
+            Open::Nothing => match line.first() {
+                Some(b'#') => {
+                    let hashes = line.iter().take_while(|&&b| b == b'#').count();
+                    if hashes <= 2 && matches!(line.get(hashes), None | Some(b' ' | b'\t')) {
+                        if line.contains(&b'[') || line.contains(&b']') {
+                            return None;
+                        }
+                        let level = if hashes == 1 {
+                            HeadingLevel::H1
+                        } else {
+                            HeadingLevel::H2
+                        };
+                        let mut h = atx_line(body, start, level)?;
+                        if level == HeadingLevel::H2 {
+                            h.name = heading_text(&body[start..end]);
+                        }
+                        out.push(h);
+                    }
+                }
+                Some(&ch @ (b'`' | b'~')) => {
+                    if let Some(len) = opening_fence(line, ch) {
+                        open = Open::Fence(ch, len);
+                    }
+                }
+                Some(b'<') => {
+                    let rest = line.strip_prefix(b"<!--")?;
+                    // `<!-->` and `<!--->` are whole comments in CommonMark 0.31; leave
+                    // such edge cases to the parser.
+                    if rest.starts_with(b">") || rest.starts_with(b"->") {
+                        return None;
+                    }
+                    if memchr::memmem::find(rest, b"-->").is_none() {
+                        open = Open::Comment;
+                    }
+                }
+                Some(b' ') => {
+                    let indent = line.iter().take(4).take_while(|&&b| b == b' ').count();
+                    if indent < 4 && matches!(line.get(indent), Some(b'#' | b'`' | b'~' | b'<')) {
+                        let rest = &line[indent..];
+                        let heading = {
+                            let hashes = rest.iter().take_while(|&&b| b == b'#').count();
+                            (1..=2).contains(&hashes)
+                                && matches!(rest.get(hashes), None | Some(b' ' | b'\t'))
+                        };
+                        let fence = rest.first().is_some_and(|&c| {
+                            c != b'#' && c != b'<' && opening_fence(rest, c).is_some()
+                        });
+                        if heading || fence || rest[0] == b'<' {
+                            return None;
+                        }
+                    }
+                }
+                _ => {}
+            },
+        }
+        start = end + 1;
+    }
+    Some(out)
+}
+
+/// The length of the fence if `line` (no indent) opens a fenced code block of `ch`.
+fn opening_fence(line: &[u8], ch: u8) -> Option<usize> {
+    let len = line.iter().take_while(|&&b| b == ch).count();
+    if len < 3 {
+        return None;
+    }
+    // A backtick fence's info string cannot contain a backtick (it would be inline code).
+    if ch == b'`' && line[len..].contains(&b'`') {
+        return None;
+    }
+    Some(len)
+}
+
+/// Does `line` close a fence of `ch` opened with `len` characters? Up to three spaces,
+/// at least `len` of `ch`, then only spaces and tabs.
+fn is_closing_fence(line: &[u8], ch: u8, len: usize) -> bool {
+    let indent = line.iter().take(4).take_while(|&&b| b == b' ').count();
+    if indent > 3 {
+        return false;
+    }
+    let rest = &line[indent..];
+    let n = rest.iter().take_while(|&&b| b == ch).count();
+    n >= len && rest[n..].iter().all(|&b| b == b' ' || b == b'\t')
+}
+
+/// The text of one ATX heading line, as the full parse collects it (text and code spans,
+/// markup removed), trimmed.
+fn heading_text(line: &str) -> String {
+    let mut name = String::new();
+    for event in Parser::new_ext(line, Options::empty()) {
+        if let Event::Text(t) | Event::Code(t) = event {
+            name.push_str(&t);
+        }
+    }
+    let trimmed = name.trim();
+    if trimmed.len() == name.len() {
+        name
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// Panics if the line scan accepts `body` but finds other headings than the parser.
+fn check_line_scan(body: &str) {
+    fn key(hs: Vec<AtxHeading>) -> Vec<(HeadingLevel, Range<usize>, usize, usize, String)> {
+        hs.into_iter()
+            .map(|h| (h.level, h.line, h.hashes, h.next_line, h.name))
+            .collect()
+    }
+    if let Some(fast) = atx_headings_by_lines(body) {
+        assert_eq!(
+            key(fast),
+            key(atx_headings_by_parser(body)),
+            "the line scan and pulldown-cmark disagree on {body:?}"
+        );
+    }
+}
+
+/// [`atx_headings`] by pulldown-cmark's event stream over the whole body.
+fn atx_headings_by_parser(body: &str) -> Vec<AtxHeading> {
     let mut out: Vec<AtxHeading> = Vec::new();
     let mut depth = 0usize;
     let mut collecting = false;
@@ -1023,6 +1198,7 @@ pub fn fuzz(data: &[u8]) {
 fn check_invariants(text: &str) {
     let doc = parse(text);
     let len = text.len();
+    check_line_scan(&text[doc.body_offset..]);
     assert!(doc.body_offset <= len && text.is_char_boundary(doc.body_offset));
     let mut previous_end = doc.body_offset;
     for s in &doc.sections {
@@ -1658,7 +1834,74 @@ mod tests {
         check_skeleton(&new_task("x", "x", "<pre>\nno end\n"));
     }
 
+    /// The line scan takes the usual TASK.md shapes itself, hands the rest to the parser,
+    /// and agrees with it on both.
+    #[test]
+    fn line_scan_cases() {
+        let accepted = [
+            "# T\n\n## Context\ntext\n\n## Notes\n<!-- placeholder -->\n",
+            "## A\n```\n## not\n```\n## B\n",
+            "## A\n~~~~\n~~~\n## not\n ~~~~~  \n## B\n",
+            "## A\n```rust\n## not\n",
+            "## A\n<!-- open\n## not\n-->\n## B\n",
+            "- item\n## after a list\n> quote\n## after a quote\n    ## code\n## **Bold** `code`\n",
+            "text\n## interrupts a paragraph\nline\n===\n## Handoff ##\n",
+            "```` a`b\n## a backtick in the info: no fence\n",
+            "- ```\n## ends the list item and its fence\n",
+            "\t## tab: not a heading\n#no space\n### deeper\n",
+        ];
+        for doc in accepted {
+            assert!(atx_headings_by_lines(doc).is_some(), "{doc:?}");
+            check_line_scan(doc);
+        }
+        let handed_over = [
+            "- a\n  ## inside the item\n",
+            " ```\n## in a fence, or not\n",
+            "<div>\n## in HTML\n",
+            "<!-->\n## after a whole comment\n",
+            "## [x]\n\n[x]: /url\n",
+            "## A\r\n## B\r\n",
+        ];
+        for doc in handed_over {
+            assert!(atx_headings_by_lines(doc).is_none(), "{doc:?}");
+        }
+        // The link definition is why: the full parse reads `[x]` as a link named `x`.
+        let doc = "## [x]\n\n[x]: /url\n";
+        assert_eq!(atx_headings_by_parser(doc)[0].name, "x");
+        assert_eq!(heading_text("## [x]"), "[x]");
+    }
+
     // ----- properties -----------------------------------------------------------------
+
+    /// One line of the block constructs the line scan must get right (or give up on):
+    /// headings, fences, HTML comments and blocks, lists, quotes, indented code, link
+    /// definitions, setext underlines, with and without indentation.
+    fn block_line() -> impl Strategy<Value = String> {
+        // Weighted toward what the scan accepts, so most documents are checked rather
+        // than handed to the parser.
+        let start = prop_oneof![
+            12 => Just(""),
+            1 => Just(" "), 1 => Just("   "), 1 => Just("    "), 1 => Just("\t"),
+            1 => Just("- "), 1 => Just("* "), 1 => Just("1. "), 1 => Just("10.  "),
+            1 => Just("> "), 1 => Just(">"), 1 => Just("  - "),
+        ];
+        let lead = prop_oneof![
+            4 => Just("# "), 4 => Just("## "), 1 => Just("##"), 1 => Just("### "),
+            1 => Just("#"), 1 => Just("##\t"), 1 => Just("#######"),
+            3 => Just("```"), 1 => Just("````"), 2 => Just("~~~"), 1 => Just("~~~~"),
+            1 => Just("``"), 3 => Just("<!--"), 1 => Just("<!-->"), 1 => Just("<!--->"),
+            2 => Just("-->"), 1 => Just("<div>"), 1 => Just("</div>"), 1 => Just("<pre>"),
+            1 => Just("[x]: /url"), 1 => Just("---"), 1 => Just("==="),
+            2 => Just("text"), 2 => Just(""),
+        ];
+        let tail = prop_oneof![
+            4 => Just(""), 2 => Just(" Handoff"), 1 => Just(" Review ##"),
+            1 => Just(" **Rev**`iew`"), 1 => Just(" [x]"), 1 => Just("rust"),
+            1 => Just(" a`b"), 1 => Just(" -->"), 1 => Just("x -->"), 1 => Just(" ~~~"),
+            1 => Just("```"), 1 => Just("  "), 1 => Just(" &amp; \\#"),
+        ];
+        (start, lead, tail).prop_map(|(s, l, t)| format!("{s}{l}{t}\n"))
+    }
 
     fn markdownish() -> impl Strategy<Value = String> {
         let fragment = prop_oneof![
@@ -1784,6 +2027,16 @@ mod tests {
         #[test]
         fn verdict_matches_the_word_rule(s in "[ a-zA-Z_éP*:\n-]{0,40}|(PASS|FAIL|pass|fail|x|_| |\n|é)*") {
             prop_assert_eq!(verdict(&s), oracle(&s));
+        }
+
+        #[test]
+        fn line_scan_agrees_with_the_parser(s in markdownish()) {
+            check_line_scan(&s);
+        }
+
+        #[test]
+        fn line_scan_agrees_with_the_parser_on_block_structure(lines in prop::collection::vec(block_line(), 0..12)) {
+            check_line_scan(&lines.concat());
         }
 
         #[test]

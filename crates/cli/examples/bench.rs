@@ -501,7 +501,7 @@ fn child_merges(dir: &str, n: usize, k: usize) {
         };
         eng.write_task(&id, None, |t, _| {
             let cur = eng.store.memory(t.id())?.unwrap_or_default();
-            let merged = warden_core::memory::merge(&cur, &delta, &caps);
+            let merged = warden_core::memory::merge_into(cur, &delta, &caps);
             let ch = ops::record(
                 t,
                 vec![warden_core::event::EventKind::MemoryMerged {

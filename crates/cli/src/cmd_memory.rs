@@ -103,7 +103,7 @@ fn merge(app: &App, id: &warden_core::model::TaskId, file: &str) -> Result<(), C
     let mut merged = Memory::default();
     let written = app.write_task(id, None, |t, _doc| {
         let current = app.store.memory(t.id())?.unwrap_or_default();
-        merged = memory::merge(&current, &delta, &caps);
+        merged = memory::merge_into(current, &delta, &caps);
         let change = ops::record(
             t,
             vec![EventKind::MemoryMerged {

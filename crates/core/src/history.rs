@@ -99,7 +99,7 @@ pub fn replay_memory(events: &[Event], caps: &MemoryCaps) -> BTreeMap<TaskId, Me
         match &e.kind {
             EventKind::MemoryMerged { delta } => {
                 let cur = out.remove(&e.task).unwrap_or_default();
-                out.insert(e.task.clone(), memory::merge(&cur, delta, caps));
+                out.insert(e.task.clone(), memory::merge_into(cur, delta, caps));
             }
             EventKind::TaskRemoved => {
                 out.remove(&e.task);

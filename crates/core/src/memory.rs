@@ -75,23 +75,24 @@ impl Default for MemoryCaps {
 /// Merges a delta into a memory: lists concatenate (existing items first), a non-empty
 /// `next_focus` replaces the old one, then the caps are applied.
 pub fn merge(existing: &Memory, update: &MemoryDelta, caps: &MemoryCaps) -> Memory {
-    fn cat(a: &[String], b: &[String]) -> Vec<String> {
-        a.iter().chain(b).cloned().collect()
+    merge_into(existing.clone(), update, caps)
+}
+
+/// [`merge`] that consumes the existing memory, so its items are moved rather than
+/// copied (a merge into a long memory allocates only the delta's items).
+pub fn merge_into(mut existing: Memory, update: &MemoryDelta, caps: &MemoryCaps) -> Memory {
+    existing.goals.extend_from_slice(&update.goals);
+    existing.constraints.extend_from_slice(&update.constraints);
+    existing.decisions.extend_from_slice(&update.decisions);
+    existing.hypotheses.extend_from_slice(&update.hypotheses);
+    existing.history.extend_from_slice(&update.history);
+    existing.open_issues.extend_from_slice(&update.open_issues);
+    if let Some(f) = &update.next_focus
+        && !f.is_empty()
+    {
+        existing.next_focus = f.clone();
     }
-    let next_focus = match &update.next_focus {
-        Some(f) if !f.is_empty() => f.clone(),
-        _ => existing.next_focus.clone(),
-    };
-    let merged = Memory {
-        goals: cat(&existing.goals, &update.goals),
-        constraints: cat(&existing.constraints, &update.constraints),
-        decisions: cat(&existing.decisions, &update.decisions),
-        hypotheses: cat(&existing.hypotheses, &update.hypotheses),
-        history: cat(&existing.history, &update.history),
-        open_issues: cat(&existing.open_issues, &update.open_issues),
-        next_focus,
-    };
-    apply_caps(merged, caps)
+    apply_caps(existing, caps)
 }
 
 /// Enforces the caps: every string (list items and `next_focus`) is cut to
@@ -113,6 +114,10 @@ pub fn apply_caps(mut memory: Memory, caps: &MemoryCaps) -> Memory {
 /// Cuts `s` to at most `max` characters. Cutting at a character index can never split
 /// a UTF-8 sequence.
 fn truncate_chars(s: &mut String, max: usize) {
+    // No more bytes than `max` means no more characters either.
+    if s.len() <= max {
+        return;
+    }
     if let Some((byte, _)) = s.char_indices().nth(max) {
         s.truncate(byte);
     }

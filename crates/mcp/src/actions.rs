@@ -345,7 +345,7 @@ pub fn memory_merge(eng: &Engine, id: &TaskId, delta: MemoryDelta) -> Res {
     let mut merged = Memory::default();
     let written = eng.write_task(id, None, |t, _doc| {
         let current = eng.store.memory(t.id())?.unwrap_or_default();
-        merged = memory::merge(&current, &delta, &caps);
+        merged = memory::merge_into(current, &delta, &caps);
         let change = ops::record(
             t,
             vec![EventKind::MemoryMerged {

@@ -306,8 +306,7 @@ fn cli_rows(rows: &mut Vec<Row>, quick: bool) {
     }
     // What a durable update must add to a read in a new process, measured on this disk:
     // one commit's fsync and one rename over an existing file (TASK.md's mirror).
-    let fsync = Duration::from_secs_f64(1.0 / fsync_rate(&dir, n, 3 * (24 + 4096)));
-    let rename = rename_over(&dir, n);
+    let (fsync, rename) = update_io(&dir, n);
     let _ = std::fs::remove_dir_all(&dir);
     let v50 = percentile(version.clone(), 0.5);
     let s50 = percentile(show, 0.5);
@@ -367,23 +366,38 @@ fn fsync_rate(dir: &Path, n: usize, bytes: usize) -> f64 {
     r
 }
 
-/// Median cost of replacing an existing file by rename (temp file written, renamed
-/// over it): what rewriting TASK.md's mirror costs. On ext4 the rename first starts the
-/// new file's writeback (`auto_da_alloc`), so it costs more than a rename to a new name.
-fn rename_over(dir: &Path, n: usize) -> Duration {
+/// The two I/O steps every durable update takes, one after the other as `task update`
+/// does them, `n` times: appending a 3-page commit (24-byte frame header + 4 KiB page
+/// each) and fsyncing it, then replacing an existing file by rename (TASK.md's mirror:
+/// temp file written, renamed over it). Returns the median of each step. Measured
+/// together because they interact: on ext4 the rename starts the new file's writeback
+/// (`auto_da_alloc`), which the next fsync's device flush then waits for.
+fn update_io(dir: &Path, n: usize) -> (Duration, Duration) {
+    use std::os::unix::fs::FileExt;
+    let wal = std::fs::File::create(dir.join("wal.probe")).unwrap();
     let target = dir.join("rename.probe");
     std::fs::write(&target, [b'x'; 320]).unwrap();
     let tmp = dir.join(".rename.probe.tmp");
-    let times: Vec<Duration> = (0..n)
-        .map(|_| {
-            let start = Instant::now();
-            std::fs::write(&tmp, [b'y'; 320]).unwrap();
-            std::fs::rename(&tmp, &target).unwrap();
-            start.elapsed()
-        })
-        .collect();
+    let (header, page) = ([1u8; 24], [2u8; 4096]);
+    let mut at = 0u64;
+    let (mut commit, mut rename) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let start = Instant::now();
+        for _ in 0..3 {
+            wal.write_all_at(&header, at).unwrap();
+            wal.write_all_at(&page, at + 24).unwrap();
+            at += 24 + 4096;
+        }
+        wal.sync_all().unwrap();
+        let synced = Instant::now();
+        std::fs::write(&tmp, [b'y'; 320]).unwrap();
+        std::fs::rename(&tmp, &target).unwrap();
+        commit.push(synced - start);
+        rename.push(synced.elapsed());
+    }
+    let _ = std::fs::remove_file(dir.join("wal.probe"));
     let _ = std::fs::remove_file(&target);
-    percentile(times, 0.5)
+    (percentile(commit, 0.5), percentile(rename, 0.5))
 }
 
 /// The WAL bytes of the smallest memory-merge commit: four pages (the task row, the

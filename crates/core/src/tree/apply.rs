@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Limits, Status, Task, TaskId, TaskSpec, WorkSpec, named_enum};
+use crate::model::{Limits, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum};
 use crate::tree::validate::{NONE, validate_resolved};
 use crate::tree::{Forest, PlanError, PlanNode, derive_in_place};
 
@@ -295,7 +295,6 @@ pub fn apply_state_updates(
     let forest = Forest::from_parents(&resolved.parent, |i| &next[i].id, |i| next[i].order);
     drop(resolved);
     let pre = forest.preorder();
-    let stored = |i: usize| (prev_of[i] != NONE).then(|| &prev[prev_of[i] as usize]);
 
     // Step 1, in one pass in depth-first order (the output's): the user-owned spec comes
     // from the file, the person-owned fields of a stored node and its runner fields from
@@ -310,36 +309,43 @@ pub fn apply_state_updates(
         pos[i] = k as u32;
     }
     permute(&mut next, &pre);
+    // The comparisons with the stored tasks read them at random (they are in id order,
+    // the file is depth-first): done first, over both cores for a big tree, so the pass
+    // that moves the file's nodes into the output reads only memory in order.
+    let (matches, person_notes) = match_all(&next, &pre, &prev_of, prev);
+    let mut person_notes = person_notes.into_iter().peekable();
     let mut state: Vec<(Status, bool, u32)> = vec![(Status::Pending, false, 0); n];
     let mut tamper = Vec::new();
     let mut created = Vec::new();
     let mut edited = Vec::new();
     let mut nodes: Vec<ReconciledNode> = next
         .into_iter()
+        .zip(matches)
         .enumerate()
-        .map(|(k, node)| {
+        .map(|(k, (node, matched))| {
             let i = pre[k];
             let claims = (node.passes, node.attempts, node.status);
-            let truth = stored(i);
-            if let Some(t) = truth {
-                note_person_fields(&mut tamper, &node, &t.spec);
+            while let Some((_, note)) = person_notes.next_if(|(at, _)| *at as usize == k) {
+                tamper.push(note);
             }
             let mut spec = node.into_spec(limits);
-            match truth {
-                Some(t) => {
-                    let truth = &t.spec;
-                    if spec.depends_on != truth.depends_on {
-                        spec.depends_on = truth.depends_on.clone();
+            match matched {
+                Some(m) => {
+                    if m.deps_differ || m.spec_differ {
+                        let truth = &prev[prev_of[i] as usize].spec;
+                        if m.deps_differ {
+                            spec.depends_on = truth.depends_on.clone();
+                        }
+                        if m.spec_differ {
+                            spec.spec = truth.spec.clone();
+                        }
                     }
-                    if spec.spec != truth.spec {
-                        spec.spec = truth.spec.clone();
-                    }
-                    spec.max_attempts = truth.max_attempts;
-                    spec.workflow = truth.workflow;
-                    if spec.parent != truth.parent || !changed_fields(&spec, truth).is_empty() {
+                    spec.max_attempts = m.max_attempts;
+                    spec.workflow = m.workflow;
+                    if m.edited {
                         edited.push(spec.id.clone());
                     }
-                    state[i] = (t.status(), t.passes(), t.attempts());
+                    state[i] = m.state;
                 }
                 None => created.push(spec.id.clone()),
             }
@@ -350,7 +356,7 @@ pub fn apply_state_updates(
                 status,
                 passes,
                 attempts,
-                new: truth.is_none(),
+                new: matched.is_none(),
             }
         })
         .collect();
@@ -579,6 +585,108 @@ fn note_person_fields(out: &mut Vec<TamperNote>, node: &PlanNode, truth: &TaskSp
     if let Some(w) = node.workflow.filter(|w| *w != truth.workflow) {
         note("workflow", w.to_string(), truth.workflow.to_string());
     }
+}
+
+/// What step 1 takes from a file node's stored task, decided before the file's nodes
+/// are moved into the output (see [`match_all`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Matched {
+    /// The stored status, passes and attempts.
+    pub(super) state: (Status, bool, u32),
+    pub(super) max_attempts: u32,
+    pub(super) workflow: WorkflowKind,
+    /// The stored dependencies differ from the file's (and are copied back).
+    pub(super) deps_differ: bool,
+    /// The stored specs differ from what the file's node would give (and are copied back).
+    pub(super) spec_differ: bool,
+    /// The parent, title, body or order changed.
+    pub(super) edited: bool,
+}
+
+/// Nodes from which [`match_all`] splits the comparisons over two threads: each stored
+/// task is read at random, and two cores wait for memory in parallel.
+pub(super) const PARALLEL_NODES: usize = 16 * 1024;
+
+/// Compares every file node (in output order) with its stored task: `None` for a new
+/// node. Also returns the person-owned fields the file changed ([`note_person_fields`]),
+/// each with the output position of its node, in output order.
+pub(super) fn match_all(
+    next: &[PlanNode],
+    pre: &[usize],
+    prev_of: &[u32],
+    prev: &[Task],
+) -> (Vec<Option<Matched>>, Vec<(u32, TamperNote)>) {
+    let n = next.len();
+    let mut out = vec![None; n];
+    if n < PARALLEL_NODES {
+        let notes = match_range(next, pre, prev_of, prev, 0, &mut out);
+        return (out, notes);
+    }
+    let half = n / 2;
+    let (first, second) = out.split_at_mut(half);
+    let notes = std::thread::scope(|scope| {
+        let later = scope.spawn(|| match_range(next, pre, prev_of, prev, half, second));
+        let mut notes = match_range(next, pre, prev_of, prev, 0, first);
+        match later.join() {
+            Ok(more) => notes.extend(more),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        notes
+    });
+    (out, notes)
+}
+
+/// [`match_all`] for the output positions `from..from + out.len()`.
+pub(super) fn match_range(
+    next: &[PlanNode],
+    pre: &[usize],
+    prev_of: &[u32],
+    prev: &[Task],
+    from: usize,
+    out: &mut [Option<Matched>],
+) -> Vec<(u32, TamperNote)> {
+    let mut notes = Vec::new();
+    let mut found = Vec::new();
+    for (k, slot) in (from..).zip(out.iter_mut()) {
+        let j = prev_of[pre[k]];
+        if j == NONE {
+            continue;
+        }
+        let (node, t) = (&next[k], &prev[j as usize]);
+        let truth = &t.spec;
+        note_person_fields(&mut found, node, truth);
+        notes.extend(found.drain(..).map(|note| (k as u32, note)));
+        // As `PlanNode::into_spec` would fill them in.
+        let work_same = match (&node.work, &node.agent, &truth.spec.work) {
+            (Some(w), _, t) => Some(w) == t.as_ref(),
+            (None, Some(a), Some(WorkSpec::Agent(t))) => a == t,
+            (None, Some(_), _) => false,
+            (None, None, t) => t.is_none(),
+        };
+        let spec_same = work_same
+            && node.prechecks == truth.spec.prechecks
+            && node.postchecks == truth.spec.postchecks;
+        let edited = node.parent != truth.parent
+            || node.spec_title() != truth.title
+            || node.spec_body() != truth.body
+            || node.order != truth.order;
+        // The same answers as comparing the spec `into_spec` builds (checked in tests).
+        debug_assert!({
+            let spec = node.to_spec(&Limits::default());
+            spec_same == (spec.spec == truth.spec)
+                && edited
+                    == (spec.parent != truth.parent || !changed_fields(&spec, truth).is_empty())
+        });
+        *slot = Some(Matched {
+            state: (t.status(), t.passes(), t.attempts()),
+            max_attempts: truth.max_attempts,
+            workflow: truth.workflow,
+            deps_differ: node.depends_on != truth.depends_on,
+            spec_differ: !spec_same,
+            edited,
+        });
+    }
+    notes
 }
 
 /// Records each agent value of a runner-owned field that differs from the runner's.

@@ -145,6 +145,16 @@ impl PlanNode {
         self.clone().into_spec(limits)
     }
 
+    /// The title [`PlanNode::into_spec`] gives: the file's, or the id.
+    pub(crate) fn spec_title(&self) -> &str {
+        self.title.as_deref().unwrap_or(self.id.as_str())
+    }
+
+    /// The body [`PlanNode::into_spec`] gives: the file's, or empty.
+    pub(crate) fn spec_body(&self) -> &str {
+        self.body.as_deref().unwrap_or("")
+    }
+
     /// [`PlanNode::to_spec`] without copying the strings.
     pub fn into_spec(self, limits: &Limits) -> TaskSpec {
         let work = match (self.work, self.agent) {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use warden_core::artifact;
 use warden_core::event::Actor;
-use warden_core::memory::{Memory, MemoryCaps, MemoryDelta};
+use warden_core::memory::MemoryDelta;
 use warden_core::model::{Limits, Status, Task, TaskId, TaskSpec, WorkflowKind};
 use warden_core::ops::{self, Ctx, Initial, TransitionInput};
 use warden_core::tree::{self, AgentStatus, PlanNode};
@@ -536,34 +536,13 @@ fn child_writes(dir: &str, n: usize, k: usize) {
 fn child_merges(dir: &str, n: usize, k: usize) {
     let eng = engine_in(Path::new(dir));
     let id = TaskId::new("t").unwrap();
-    let caps = MemoryCaps {
-        max_history: 3,
-        max_text_len: 256,
-    };
     for i in 0..n {
         let delta = MemoryDelta {
             decisions: vec![format!("p{k}-{i}")],
             ..Default::default()
         };
-        eng.write_task(&id, None, |t, _| {
-            let cur = eng.store.memory(t.id())?.unwrap_or_default();
-            let merged = warden_core::memory::merge_into(cur, &delta, &caps);
-            let ch = ops::record(
-                t,
-                vec![warden_core::event::EventKind::MemoryMerged {
-                    delta: delta.clone(),
-                }],
-                &eng.ctx("TASK.md"),
-            )?;
-            Ok(Decision {
-                change: ch,
-                retryable: true,
-                memory: Some((t.id().clone(), merged)),
-            })
-        })
-        .unwrap();
+        eng.merge_memory(&id, &delta, None).unwrap();
     }
-    let _ = Memory::default();
 }
 
 fn state_rows(rows: &mut Vec<Row>) {

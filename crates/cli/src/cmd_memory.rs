@@ -5,11 +5,9 @@ use std::io::Read;
 
 use clap::Subcommand;
 use serde_json::json;
-use warden_core::event::EventKind;
-use warden_core::memory::{self, Memory, MemoryDelta};
-use warden_core::ops;
+use warden_core::memory::{self, MemoryDelta};
 
-use crate::app::{App, Decision, Global, Written, id_or_env};
+use crate::app::{App, Global, Written, id_or_env};
 use crate::error::CliError;
 use crate::out;
 
@@ -98,28 +96,11 @@ fn read_delta(file: &str) -> Result<MemoryDelta, CliError> {
 
 fn merge(app: &App, id: &warden_core::model::TaskId, file: &str) -> Result<(), CliError> {
     let delta = read_delta(file)?;
-    let caps = app.memory_caps();
-    let shown = app.task_file_shown(id);
-    let mut merged = Memory::default();
-    let written = app.write_task(id, None, |t, _doc| {
-        let current = app.store.memory(t.id())?.unwrap_or_default();
-        merged = memory::merge_into(current, &delta, &caps);
-        let change = ops::record(
-            t,
-            vec![EventKind::MemoryMerged {
-                delta: delta.clone(),
-            }],
-            &app.ctx(&shown),
-        )?;
-        Ok(Decision {
-            change,
-            retryable: true,
-            memory: Some((t.id().clone(), merged.clone())),
-        })
-    })?;
-    if let Written::Done(..) = written {
+    if let Written::Done(..) = app.merge_memory(id, &delta, None)? {
         if app.json {
-            out::json(&json!(merged));
+            // The memory as it is now: this merge and any that landed since.
+            let m = app.store.memory(id)?.unwrap_or_default();
+            out::json(&json!(m));
         } else {
             out::line(&format!("{id}: memory merged"));
         }

@@ -106,6 +106,7 @@ fn every_failpoint_leaves_the_state_before_or_after() {
         "before-commit",
         "after-commit",
         "mid-taskmd-write",
+        "before-sync",
     ];
     let mut injected = 0;
     for fp in points {
@@ -126,7 +127,7 @@ fn every_failpoint_leaves_the_state_before_or_after() {
             ws.ok(&["check"]);
             let after = ws.show("t");
             let events_after = ws.events();
-            let committed = matches!(fp, "after-commit" | "mid-taskmd-write");
+            let committed = matches!(fp, "after-commit" | "mid-taskmd-write" | "before-sync");
             if committed {
                 assert_eq!(after["status"], "agent-review", "{fp}: {after}");
                 assert_eq!(after["version"], before["version"].as_u64().unwrap() + 1);

@@ -95,6 +95,102 @@ pub fn merge_into(mut existing: Memory, update: &MemoryDelta, caps: &MemoryCaps)
     apply_caps(existing, caps)
 }
 
+/// What one merge adds to a stored memory, with the caps already applied: the store
+/// appends `items`' lists, replaces the focus when `items.next_focus` is set, and keeps
+/// only the last `max_history` history entries. For a memory within the caps (every
+/// stored memory is), [`apply_append`] of [`append_of`] equals [`merge`], so a store can
+/// merge by writing only the delta, however long the memory already is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryAppend {
+    /// The items to append, each cut to `max_text_len`; `next_focus` is `Some` only when
+    /// it replaces (non-empty). At most `max_history` history items.
+    pub items: MemoryDelta,
+    /// How many history entries the memory keeps after the append.
+    pub max_history: usize,
+}
+
+/// The lists in their storage order: the index is the list's number in a store.
+pub const LISTS: [&str; 6] = [
+    "goals",
+    "constraints",
+    "decisions",
+    "hypotheses",
+    "history",
+    "open_issues",
+];
+
+/// The index of `history` in [`LISTS`].
+pub const HISTORY: usize = 4;
+
+impl MemoryDelta {
+    /// The six lists, in [`LISTS`] order.
+    pub fn lists(&self) -> [&[String]; 6] {
+        [
+            &self.goals,
+            &self.constraints,
+            &self.decisions,
+            &self.hypotheses,
+            &self.history,
+            &self.open_issues,
+        ]
+    }
+}
+
+impl Memory {
+    /// The list with index `i` in [`LISTS`] (`None` past the end).
+    pub fn list_mut(&mut self, i: usize) -> Option<&mut Vec<String>> {
+        lists_mut(self).into_iter().nth(i)
+    }
+}
+
+/// The capped delta a merge appends (see [`MemoryAppend`]).
+pub fn append_of(update: &MemoryDelta, caps: &MemoryCaps) -> MemoryAppend {
+    let cut = |items: &[String]| -> Vec<String> {
+        items
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                truncate_chars(&mut s, caps.max_text_len);
+                s
+            })
+            .collect()
+    };
+    // History items beyond the last `max_history` of the delta would be dropped anyway.
+    let history = &update.history[update.history.len().saturating_sub(caps.max_history)..];
+    MemoryAppend {
+        items: MemoryDelta {
+            goals: cut(&update.goals),
+            constraints: cut(&update.constraints),
+            decisions: cut(&update.decisions),
+            hypotheses: cut(&update.hypotheses),
+            history: cut(history),
+            open_issues: cut(&update.open_issues),
+            next_focus: update
+                .next_focus
+                .as_deref()
+                .filter(|f| !f.is_empty())
+                .map(|f| cut(&[f.to_owned()]).remove(0)),
+        },
+        max_history: caps.max_history,
+    }
+}
+
+/// Applies an append to a memory as a store does: lists extended, the focus replaced
+/// when set, history cut to its last `max_history` entries. Nothing else is capped.
+pub fn apply_append(mut existing: Memory, append: &MemoryAppend) -> Memory {
+    for (i, items) in append.items.lists().into_iter().enumerate() {
+        if let Some(list) = existing.list_mut(i) {
+            list.extend_from_slice(items);
+        }
+    }
+    if let Some(f) = &append.items.next_focus {
+        existing.next_focus = f.clone();
+    }
+    let excess = existing.history.len().saturating_sub(append.max_history);
+    existing.history.drain(..excess);
+    existing
+}
+
 /// Enforces the caps: every string (list items and `next_focus`) is cut to
 /// `max_text_len` characters, and `history` keeps only its last `max_history` items.
 pub fn apply_caps(mut memory: Memory, caps: &MemoryCaps) -> Memory {
@@ -438,6 +534,17 @@ mod tests {
             let all: Vec<String> = m.history.iter().chain(&d.history).cloned().collect();
             let tail = &all[all.len().saturating_sub(max_history)..];
             prop_assert_eq!(&out.history[..], tail);
+        }
+
+        #[test]
+        fn appending_the_capped_delta_equals_merging(m in memory(), d in delta_s(), max_history in 0usize..5, max_text_len in 0usize..10) {
+            // Every stored memory is within the caps; from there, writing only the
+            // capped delta gives exactly the merge.
+            let caps = MemoryCaps { max_history, max_text_len };
+            let stored = apply_caps(m, &caps);
+            let append = append_of(&d, &caps);
+            prop_assert!(append.items.history.len() <= max_history);
+            prop_assert_eq!(apply_append(stored.clone(), &append), merge(&stored, &d, &caps));
         }
 
         #[test]

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use warden_core::event::{Event, EventKind, SpecChange};
-use warden_core::memory::{self, Memory, MemoryDelta};
+use warden_core::memory::MemoryDelta;
 use warden_core::model::{IdError, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind};
 use warden_core::ops::{self, Initial, Outcome, Refusal, TransitionInput};
 use warden_core::plan_ops;
@@ -338,31 +338,10 @@ pub fn memory_get(eng: &Engine, id: &TaskId) -> Res {
     Ok(json!(m))
 }
 
-/// `memory_merge`: one transaction, as `warden memory merge`; returns the merged memory.
+/// `memory_merge`: one transaction, as `warden memory merge`; returns the memory after it.
 pub fn memory_merge(eng: &Engine, id: &TaskId, delta: MemoryDelta) -> Res {
-    let caps = eng.memory_caps();
-    let shown = eng.task_file_shown(id);
-    let mut merged = Memory::default();
-    let written = eng.write_task(id, None, |t, _doc| {
-        let current = eng.store.memory(t.id())?.unwrap_or_default();
-        merged = memory::merge_into(current, &delta, &caps);
-        let change = ops::record(
-            t,
-            vec![EventKind::MemoryMerged {
-                delta: delta.clone(),
-            }],
-            &eng.ctx(&shown),
-        )?;
-        Ok(Decision {
-            change,
-            retryable: true,
-            memory: Some((t.id().clone(), merged.clone())),
-        })
-    })?;
-    match written {
-        Written::Done(..) => Ok(json!(merged)),
-        Written::Replayed(_) => memory_get(eng, id),
-    }
+    eng.merge_memory(id, &delta, None)?;
+    memory_get(eng, id)
 }
 
 /// Records that an agent asked for something it may not have, on its own task: one

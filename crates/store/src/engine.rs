@@ -6,9 +6,10 @@
 use jiff::Timestamp;
 use serde_json::{Value, json};
 use warden_core::event::Actor;
-use warden_core::memory::{Memory, MemoryCaps};
+use warden_core::event::EventKind;
+use warden_core::memory::{self, MemoryAppend, MemoryCaps, MemoryDelta};
 use warden_core::model::{Status, Task, TaskId};
-use warden_core::ops::{Change, Ctx, Outcome, Refusal};
+use warden_core::ops::{self, Change, Ctx, Outcome, Refusal};
 use warden_core::{history, progress, prompt, state_md, tree};
 
 use crate::config::ConfigError;
@@ -113,8 +114,8 @@ pub struct Decision {
     pub change: Change,
     /// Safe to decide again after a conflict (nothing irreversible was run).
     pub retryable: bool,
-    /// A memory row written in the same transaction.
-    pub memory: Option<(TaskId, Memory)>,
+    /// A memory merge written in the same transaction.
+    pub memory: Option<(TaskId, MemoryAppend)>,
 }
 
 impl Decision {
@@ -192,6 +193,34 @@ impl Engine {
         }
     }
 
+    /// Merges a delta into a task's memory (`memory merge`, MCP `memory_merge`): one
+    /// write that records `memory.merged` and appends the capped delta in the same
+    /// transaction. It never reads the stored memory, so a merge costs the same however
+    /// long the memory is, and concurrent merges never lose an item.
+    pub fn merge_memory(
+        &self,
+        id: &TaskId,
+        delta: &MemoryDelta,
+        request: Option<&str>,
+    ) -> Result<Written, EngineError> {
+        let append = memory::append_of(delta, &self.memory_caps());
+        let shown = self.task_file_shown(id);
+        self.write_task(id, request, |t, _doc| {
+            let change = ops::record(
+                t,
+                vec![EventKind::MemoryMerged {
+                    delta: delta.clone(),
+                }],
+                &self.ctx(&shown),
+            )?;
+            Ok(Decision {
+                change,
+                retryable: true,
+                memory: Some((t.id().clone(), append.clone())),
+            })
+        })
+    }
+
     /// The write path of every single-task operation. `decide` sees the task and its
     /// TASK.md (artifacts and tamper notes) and returns the change; tamper notes land in
     /// the same transaction. A conflict re-reads and decides again, unless `decide` ran
@@ -211,7 +240,7 @@ impl Engine {
         // One writer of a task at a time from read to mirror: otherwise a second writer
         // could read TASK.md between the first one's commit and its frontmatter rewrite,
         // and take the stale mirror for an agent's tampering.
-        let _lock = self.lock_task(id)?;
+        let lock = self.lock_task(id)?;
         let fence = self.fence.clone().filter(|f| &f.task == id);
         for _ in 0..CONFLICT_RETRIES {
             // A runner that lost its lease stops before deciding (deciding may run checks
@@ -247,11 +276,24 @@ impl Engine {
                 request: request.map(|k| (k.to_owned(), response.to_string())),
                 fence: fence.clone(),
             };
-            match self.store.commit(batch) {
+            match self.store.commit_unsynced(batch) {
                 Ok(_) => {
                     crate::failpoint::hit("after-commit");
                     crate::failpoint::hit("after-commit-exit");
-                    self.after_commit(std::slice::from_ref(&change));
+                    // TASK.md is rewritten only when its mirror changes: a write that
+                    // leaves the frontmatter as read (a memory merge, an event) spares
+                    // the second read of the file under the lock. An agent's edit since
+                    // the read is left to the next write, which records any tamper.
+                    match &change.after {
+                        Some(t) if doc.mirrors(t) => self.sync_state_md(),
+                        _ => self.after_commit(std::slice::from_ref(&change)),
+                    }
+                    // Group commit: the next writer of this task (or any other) may
+                    // commit while this process waits for the disk, and one flush can
+                    // then cover both. Nothing reports the write done before `sync`.
+                    drop(lock);
+                    crate::failpoint::hit("before-sync");
+                    self.store.sync()?;
                     return Ok(Written::Done(Box::new(change), response));
                 }
                 Err(StoreError::Conflict { .. }) if retryable => continue,
@@ -267,21 +309,37 @@ impl Engine {
         })
     }
 
-    /// Takes the task's write lock (`.warden/tasks/<id>/.lock`), released on drop.
+    /// Takes the task's write lock (`.warden/tasks/<id>/.lock`), released on drop. The
+    /// folder is checked for links once; the lock file is opened without following one.
     fn lock_task(&self, id: &TaskId) -> Result<std::fs::File, EngineError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let dir = self.ws.task_dir(id);
-        files::create_dir(&self.ws.dir, &dir)?;
+        files::check_no_links(&self.ws.dir, &dir)?;
         let path = dir.join(".lock");
-        files::check_no_links(&self.ws.dir, &path)?;
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| FileError::Io {
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&path)
+        };
+        let opened = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                files::create_dir(&self.ws.dir, &dir)?;
+                open()
+            }
+            r => r,
+        };
+        let f = opened.map_err(|e| match e.raw_os_error() {
+            Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
+                FileError::Symlink(path.display().to_string())
+            }
+            _ => FileError::Io {
                 path: path.display().to_string(),
                 source: e,
-            })?;
+            },
+        })?;
         f.lock().map_err(|e| FileError::Io {
             path: path.display().to_string(),
             source: e,
@@ -343,6 +401,11 @@ impl Engine {
                 eprintln!("warning: {}: {e}", self.task_file_shown(t.id()));
             }
         }
+        self.sync_state_md();
+    }
+
+    /// Rewrites STATE.md from the store when the project keeps one.
+    fn sync_state_md(&self) {
         if self.ws.state_md().exists()
             && let Err(e) = self.write_state_md()
         {

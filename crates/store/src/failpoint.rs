@@ -12,6 +12,7 @@ pub const ALL: &[&str] = &[
     "after-commit",
     "after-commit-exit",
     "mid-taskmd-write",
+    "before-sync",
 ];
 
 /// Stops the process here if `WARDEN_FAILPOINT` names this point.

@@ -81,24 +81,27 @@ pub fn check_no_links(base: &Path, path: &Path) -> Result<(), FileError> {
 /// Reads an agent-writable text file under `base` safely (see the module docs).
 pub fn read_text(base: &Path, path: &Path) -> Result<String, FileError> {
     let shown = path.display().to_string();
-    check_no_links(base, path)?;
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(FileError::Missing(shown));
-        }
-        Err(e) => return Err(io(path, e)),
-    };
-    if meta.file_type().is_symlink() {
-        return Err(FileError::Symlink(shown));
+    if let Some(dir) = path.parent() {
+        check_no_links(base, dir)?;
     }
+    // The file itself is opened without following a link (atomic, unlike a check before
+    // the open) and without blocking (a FIFO must not hang the read; it is refused
+    // below), then judged by what was opened.
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let f = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Err(FileError::Missing(shown)),
+        Err(rustix::io::Errno::LOOP) => return Err(FileError::Symlink(shown)),
+        Err(e) => return Err(io(path, e.into())),
+    };
+    let meta = f.metadata().map_err(|e| io(path, e))?;
     if !meta.is_file() {
         return Err(FileError::NotRegular(shown));
     }
     if meta.len() > MAX_FILE_BYTES {
         return Err(FileError::TooLarge(shown, meta.len()));
     }
-    let f = std::fs::File::open(path).map_err(|e| io(path, e))?;
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     f.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -304,6 +307,19 @@ mod tests {
         assert!(matches!(
             read_text(&d, &d.join("nope")),
             Err(FileError::Missing(_))
+        ));
+        // A FIFO is refused at once: the read must not wait for a writer.
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            d.join("fifo.md"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(matches!(
+            read_text(&d, &d.join("fifo.md")),
+            Err(FileError::NotRegular(_))
         ));
         std::fs::remove_dir_all(d).unwrap();
     }

@@ -18,7 +18,7 @@ pub mod taskfile;
 pub mod workspace;
 
 use warden_core::event::Event;
-use warden_core::memory::Memory;
+use warden_core::memory::{Memory, MemoryAppend};
 use warden_core::model::{Task, TaskId};
 use warden_core::ops::Change;
 
@@ -31,8 +31,8 @@ pub use workspace::Workspace;
 pub struct Batch {
     /// Task changes, each fenced by its `before` version.
     pub changes: Vec<Change>,
-    /// Memory rows to store (the merged result).
-    pub memory: Vec<(TaskId, Memory)>,
+    /// Memory merges: what each appends to the task's stored memory (creating it).
+    pub memory: Vec<(TaskId, MemoryAppend)>,
     /// `--request-id`: the key and the response to replay for a repeated request.
     pub request: Option<(String, String)>,
     /// The lease the writer holds, checked inside the transaction: unless `owner` still
@@ -79,8 +79,22 @@ pub trait Store {
     fn all_memory(&self) -> Result<Vec<(TaskId, Memory)>, StoreError>;
     /// The stored response of an earlier request with this key.
     fn request(&self, key: &str) -> Result<Option<String>, StoreError>;
-    /// Commits a batch atomically; returns its events with their sequence numbers.
+    /// Commits a batch atomically and durably; returns its events with their sequence
+    /// numbers.
     fn commit(&self, batch: Batch) -> Result<Vec<Event>, StoreError>;
+    /// Commits a batch atomically, visible to every reader at once, but possibly not yet
+    /// durable: the caller must call [`Store::sync`] before it reports the write done.
+    /// Releasing the task's lock between the two lets several processes' commits share
+    /// one flush of the disk (group commit). A backend whose commit is always durable
+    /// (PostgreSQL) just commits.
+    fn commit_unsynced(&self, batch: Batch) -> Result<Vec<Event>, StoreError> {
+        self.commit(batch)
+    }
+    /// Makes every commit this handle made with [`Store::commit_unsynced`] durable, and
+    /// with it every commit any process made before them. A no-op when none is pending.
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// A number that changes whenever any process commits (cheap change detection).
     fn data_version(&self) -> Result<u64, StoreError>;
     /// Takes (or renews) the lease on a task for `owner` until `now + ttl`. Returns the

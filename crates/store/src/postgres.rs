@@ -61,6 +61,29 @@ const MIGRATIONS: &[&str] = &[
         version bigint NOT NULL
     );
     INSERT INTO changes (version) VALUES (0);",
+    // 2: memory as one row per item (as SQLite's migration 3): a merge inserts its
+    // items instead of rewriting the whole memory.
+    "CREATE TABLE memory_items (
+        task text COLLATE \"C\" NOT NULL,
+        list integer NOT NULL,
+        seq bigint NOT NULL,
+        text text NOT NULL,
+        PRIMARY KEY (task, list, seq)
+    );
+    CREATE TABLE memory_focus (
+        task text COLLATE \"C\" PRIMARY KEY,
+        text text NOT NULL
+    );
+    INSERT INTO memory_items (task, list, seq, text)
+        SELECT m.task, l.list, j.ord - 1, j.value
+        FROM memory m
+        CROSS JOIN (VALUES (0, 'goals'), (1, 'constraints'), (2, 'decisions'),
+                           (3, 'hypotheses'), (4, 'history'), (5, 'open_issues')) AS l (list, name)
+        CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(m.body::jsonb -> l.name, '[]'::jsonb))
+            WITH ORDINALITY AS j (value, ord);
+    INSERT INTO memory_focus (task, text)
+        SELECT task, coalesce(body::jsonb ->> 'next_focus', '') FROM memory;
+    DROP TABLE memory;",
 ];
 
 /// The `LISTEN`/`NOTIFY` channel every commit signals.
@@ -468,30 +491,59 @@ impl Store for PgStore {
 
     fn memory(&self, id: &TaskId) -> Result<Option<Memory>, StoreError> {
         let mut c = self.client()?;
-        let q = self.stmt(&mut *c, "SELECT body FROM memory WHERE task = $1")?;
-        let row = c.query_opt(&q, &[&id.as_str()]).map_err(|e| self.err(e))?;
-        row.map(|r| {
-            serde_json::from_str(r.get(0)).map_err(|e| StoreError::Decode {
-                what: format!("memory of {id}"),
-                detail: e.to_string(),
-            })
-        })
-        .transpose()
+        let q = self.stmt(&mut *c, "SELECT text FROM memory_focus WHERE task = $1")?;
+        let Some(row) = c.query_opt(&q, &[&id.as_str()]).map_err(|e| self.err(e))? else {
+            return Ok(None);
+        };
+        let mut m = Memory {
+            next_focus: row.get(0),
+            ..Memory::default()
+        };
+        let q = self.stmt(
+            &mut *c,
+            "SELECT list, text FROM memory_items WHERE task = $1 ORDER BY list, seq",
+        )?;
+        for r in c.query(&q, &[&id.as_str()]).map_err(|e| self.err(e))? {
+            crate::sqlite::push_item(&mut m, id.as_str(), i64::from(r.get::<_, i32>(0)), r.get(1))?;
+        }
+        Ok(Some(m))
     }
 
     fn all_memory(&self) -> Result<Vec<(TaskId, Memory)>, StoreError> {
         let mut c = self.client()?;
-        let q = self.stmt(&mut *c, "SELECT task, body FROM memory ORDER BY task")?;
-        let rows = c.query(&q, &[]).map_err(|e| self.err(e))?;
-        rows.iter()
+        let q = self.stmt(&mut *c, "SELECT task, text FROM memory_focus")?;
+        let mut out: BTreeMap<String, Memory> = c
+            .query(&q, &[])
+            .map_err(|e| self.err(e))?
+            .iter()
             .map(|r| {
-                let id: &str = r.get(0);
-                let bad = |detail: String| StoreError::Decode {
+                (
+                    r.get::<_, String>(0),
+                    Memory {
+                        next_focus: r.get(1),
+                        ..Memory::default()
+                    },
+                )
+            })
+            .collect();
+        let q = self.stmt(
+            &mut *c,
+            "SELECT task, list, text FROM memory_items ORDER BY task, list, seq",
+        )?;
+        for r in c.query(&q, &[]).map_err(|e| self.err(e))? {
+            let id: &str = r.get(0);
+            let m = out.get_mut(id).ok_or_else(|| StoreError::Decode {
+                what: format!("memory of {id}"),
+                detail: "items stored without the task's memory row".into(),
+            })?;
+            crate::sqlite::push_item(m, id, i64::from(r.get::<_, i32>(1)), r.get(2))?;
+        }
+        out.into_iter()
+            .map(|(id, m)| {
+                let tid = TaskId::new(&id).map_err(|e| StoreError::Decode {
                     what: format!("memory of {id}"),
-                    detail,
-                };
-                let tid = TaskId::new(id).map_err(|e| bad(e.to_string()))?;
-                let m = serde_json::from_str(r.get(1)).map_err(|e| bad(e.to_string()))?;
+                    detail: e.to_string(),
+                })?;
                 Ok((tid, m))
             })
             .collect()
@@ -632,20 +684,61 @@ impl Store for PgStore {
                 None => {
                     tx.execute("DELETE FROM tasks WHERE id = $1", &[&id.as_str()])
                         .map_err(|e| self.err(e))?;
-                    tx.execute("DELETE FROM memory WHERE task = $1", &[&id.as_str()])
+                    tx.execute("DELETE FROM memory_items WHERE task = $1", &[&id.as_str()])
+                        .map_err(|e| self.err(e))?;
+                    tx.execute("DELETE FROM memory_focus WHERE task = $1", &[&id.as_str()])
                         .map_err(|e| self.err(e))?;
                     stored.remove(id.as_str());
                 }
             }
         }
-        let upsert_memory = self.stmt(
-            &mut tx,
-            "INSERT INTO memory (task, body) VALUES ($1, $2)
-             ON CONFLICT (task) DO UPDATE SET body = excluded.body",
-        )?;
-        for (id, m) in &batch.memory {
-            tx.execute(&upsert_memory, &[&id.as_str(), &json(m)?])
-                .map_err(|e| self.err(e))?;
+        // Memory merges (every commit holds the change counter, so no other merge into
+        // the same task runs between reading a list's last seq and inserting after it).
+        for (id, append) in &batch.memory {
+            let task = id.as_str();
+            match &append.items.next_focus {
+                Some(f) => tx.execute(
+                    "INSERT INTO memory_focus (task, text) VALUES ($1, $2)
+                     ON CONFLICT (task) DO UPDATE SET text = excluded.text",
+                    &[&task, f],
+                ),
+                None => tx.execute(
+                    "INSERT INTO memory_focus (task, text) VALUES ($1, '')
+                     ON CONFLICT (task) DO NOTHING",
+                    &[&task],
+                ),
+            }
+            .map_err(|e| self.err(e))?;
+            for (list, items) in append.items.lists().into_iter().enumerate() {
+                if items.is_empty() {
+                    continue;
+                }
+                let list = list as i32;
+                let next: i64 = tx
+                    .query_one(
+                        "SELECT coalesce(max(seq) + 1, 0) FROM memory_items WHERE task = $1 AND list = $2",
+                        &[&task, &list],
+                    )
+                    .map_err(|e| self.err(e))?
+                    .get(0);
+                for (k, text) in items.iter().enumerate() {
+                    tx.execute(
+                        "INSERT INTO memory_items (task, list, seq, text) VALUES ($1, $2, $3, $4)",
+                        &[&task, &list, &(next + k as i64), text],
+                    )
+                    .map_err(|e| self.err(e))?;
+                }
+            }
+            tx.execute(
+                "DELETE FROM memory_items WHERE task = $1 AND list = $2 AND seq <=
+                    (SELECT max(seq) FROM memory_items WHERE task = $1 AND list = $2) - $3",
+                &[
+                    &task,
+                    &(warden_core::memory::HISTORY as i32),
+                    &i64::try_from(append.max_history).unwrap_or(i64::MAX),
+                ],
+            )
+            .map_err(|e| self.err(e))?;
         }
         if let Some((key, resp)) = &batch.request {
             let at = out.first().map(|e| e.at.to_string()).unwrap_or_default();
@@ -962,6 +1055,68 @@ mod tests {
         let e = parse_url("postgres://u:s3cret@h:notaport/db").unwrap_err();
         assert!(!e.contains("s3cret"), "{e}");
         assert!(e.contains("u:***@"), "{e}");
+    }
+
+    #[test]
+    fn version_1_memory_rows_become_items_in_order() {
+        let Some(db) = testing::database("version_1_memory_rows_become_items_in_order") else {
+            return;
+        };
+        let old = Memory {
+            goals: vec!["g1".into(), "g2 ünï".into()],
+            decisions: (0..12).map(|i| format!("d{i}")).collect(),
+            history: vec!["h1".into(), "h2".into()],
+            next_focus: "f".into(),
+            ..Memory::default()
+        };
+        {
+            let mut c = Client::connect(&db.url, postgres::NoTls).unwrap();
+            let mut tx = c.transaction().unwrap();
+            tx.batch_execute(MIGRATIONS[0]).unwrap();
+            tx.batch_execute(
+                "CREATE TABLE warden_schema (version integer PRIMARY KEY);
+                 INSERT INTO warden_schema VALUES (1);",
+            )
+            .unwrap();
+            tx.execute(
+                "INSERT INTO memory (task, body) VALUES ('a', $1), ('b', $2)",
+                &[
+                    &serde_json::to_string(&old).unwrap(),
+                    &serde_json::to_string(&Memory::default()).unwrap(),
+                ],
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let s = PgStore::open(&db.url, 5000).unwrap();
+        assert_eq!(
+            s.memory(&TaskId::new("a").unwrap()).unwrap(),
+            Some(old.clone())
+        );
+        assert_eq!(
+            s.memory(&TaskId::new("b").unwrap()).unwrap(),
+            Some(Memory::default())
+        );
+        assert_eq!(s.memory(&TaskId::new("c").unwrap()).unwrap(), None);
+        let caps = warden_core::memory::MemoryCaps::default();
+        let d = warden_core::memory::MemoryDelta {
+            decisions: vec!["d12".into()],
+            history: vec!["h3".into(), "h4".into()],
+            ..Default::default()
+        };
+        s.commit(Batch {
+            memory: vec![(
+                TaskId::new("a").unwrap(),
+                warden_core::memory::append_of(&d, &caps),
+            )],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            s.memory(&TaskId::new("a").unwrap()).unwrap(),
+            Some(warden_core::memory::merge(&old, &d, &caps))
+        );
+        assert_eq!(s.all_memory().unwrap().len(), 2);
     }
 
     #[test]

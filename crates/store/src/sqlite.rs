@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use std::collections::BTreeMap;
 use warden_core::event::{Event, EventKind};
-use warden_core::memory::Memory;
+
+use warden_core::memory::{self, Memory, MemoryAppend};
 use warden_core::model::{Task, TaskId};
 
 use crate::{Batch, Lease, Store, StoreError, failpoint};
@@ -68,6 +70,31 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE events_v2 RENAME TO events;
     CREATE INDEX events_by_task ON events (task, seq);
     DELETE FROM sqlite_sequence WHERE name = 'events';",
+    // 3: memory as one row per item instead of one JSON row per task. A merge used to
+    // rewrite the whole memory (a long one spans overflow pages, each another WAL page
+    // to write and fsync); now it inserts its items into one leaf page, whatever the
+    // memory's length. `memory_focus` has a row for every task that has memory.
+    "CREATE TABLE memory_items (
+        task TEXT NOT NULL,
+        list INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (task, list, seq)
+    ) STRICT, WITHOUT ROWID;
+    CREATE TABLE memory_focus (
+        task TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO memory_items (task, list, seq, text)
+        SELECT m.task, l.list, j.key, j.value
+        FROM memory m
+        JOIN (SELECT 0 AS list, 'goals' AS name UNION ALL SELECT 1, 'constraints'
+              UNION ALL SELECT 2, 'decisions' UNION ALL SELECT 3, 'hypotheses'
+              UNION ALL SELECT 4, 'history' UNION ALL SELECT 5, 'open_issues') l
+        JOIN json_each(m.body, '$.' || l.name) j;
+    INSERT INTO memory_focus (task, text)
+        SELECT task, coalesce(json_extract(body, '$.next_focus'), '') FROM memory;
+    DROP TABLE memory;",
 ];
 
 /// A SQLite-backed [`Store`].
@@ -75,6 +102,8 @@ const MIGRATIONS: &[&str] = &[
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
+    /// A commit made by [`Store::commit_unsynced`] waits for [`Store::sync`].
+    unsynced: std::cell::Cell<bool>,
 }
 
 /// The WAL file of the database at `path`.
@@ -93,6 +122,11 @@ fn wal_path(path: &Path) -> PathBuf {
 /// connection is busy, a later close does it).
 impl Drop for SqliteStore {
     fn drop(&mut self) {
+        // A caller that forgot `sync` (or returned early on an error) still leaves its
+        // commits durable.
+        if let Err(e) = self.sync_wal() {
+            eprintln!("warning: {e}");
+        }
         if std::fs::metadata(wal_path(&self.path)).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES) {
             let _ = self.conn.busy_timeout(Duration::ZERO);
             let _ = self
@@ -110,6 +144,7 @@ impl SqliteStore {
         let store = SqliteStore {
             conn,
             path: path.to_path_buf(),
+            unsynced: std::cell::Cell::new(false),
         };
         store
             .conn
@@ -157,6 +192,34 @@ impl SqliteStore {
         map_err(e, &self.path)
     }
 
+    /// Flushes the WAL to the disk if a commit of this handle is waiting for it. One
+    /// fdatasync of the WAL makes every frame in it durable, so this commit and every
+    /// commit before it in any process (the WAL is appended in commit order, and
+    /// recovery keeps its longest valid prefix). A WAL that is gone was checkpointed
+    /// into the database and deleted, and a checkpoint syncs the database first; the
+    /// database is synced anyway, which is cheap when nothing is dirty.
+    fn sync_wal(&self) -> Result<(), StoreError> {
+        if !self.unsynced.get() {
+            return Ok(());
+        }
+        let wal = wal_path(&self.path);
+        let synced = match std::fs::File::open(&wal) {
+            Ok(f) => f.sync_data(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::File::open(&self.path).and_then(|f| f.sync_data())
+            }
+            Err(e) => Err(e),
+        };
+        synced.map_err(|e| {
+            StoreError::Io(format!(
+                "the change was committed but flushing {} to the disk failed: {e}; check the disk, then `warden task show` the task",
+                wal.display()
+            ))
+        })?;
+        self.unsynced.set(false);
+        Ok(())
+    }
+
     fn migrate(&self) -> Result<(), StoreError> {
         let known = MIGRATIONS.len() as i64;
         let current: i64 = self
@@ -184,6 +247,66 @@ impl SqliteStore {
                 .map_err(|e| self.err(e))?;
         }
         tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// Writes one merge into the open transaction: the items appended after the list's
+    /// last, the focus replaced when set, history cut to its last `max_history`. Only the
+    /// pages that receive the new items change (plus the focus row when it is set).
+    fn append_memory(
+        &self,
+        tx: &Connection,
+        id: &TaskId,
+        append: &MemoryAppend,
+    ) -> Result<(), StoreError> {
+        let task = id.as_str();
+        match &append.items.next_focus {
+            Some(f) => tx
+                .prepare_cached(
+                    "INSERT INTO memory_focus (task, text) VALUES (?1, ?2)
+                     ON CONFLICT (task) DO UPDATE SET text = excluded.text",
+                )
+                .and_then(|mut st| st.execute(params![task, f])),
+            None => tx
+                .prepare_cached("INSERT OR IGNORE INTO memory_focus (task, text) VALUES (?1, '')")
+                .and_then(|mut st| st.execute([task])),
+        }
+        .map_err(|e| self.err(e))?;
+        for (list, items) in append.items.lists().into_iter().enumerate() {
+            if items.is_empty() {
+                continue;
+            }
+            let next: i64 = tx
+                .prepare_cached(
+                    "SELECT coalesce(max(seq) + 1, 0) FROM memory_items WHERE task = ?1 AND list = ?2",
+                )
+                .and_then(|mut st| st.query_row(params![task, list as i64], |r| r.get(0)))
+                .map_err(|e| self.err(e))?;
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO memory_items (task, list, seq, text) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(|e| self.err(e))?;
+            for (k, text) in items.iter().enumerate() {
+                insert
+                    .execute(params![task, list as i64, next + k as i64, text])
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        // Seqs of a list are consecutive (only the oldest history entries are ever
+        // deleted), so the last `max_history` are those above max - max_history.
+        tx.prepare_cached(
+            "DELETE FROM memory_items WHERE task = ?1 AND list = ?2 AND seq <=
+                (SELECT max(seq) FROM memory_items WHERE task = ?1 AND list = ?2) - ?3",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                task,
+                memory::HISTORY as i64,
+                i64::try_from(append.max_history).unwrap_or(i64::MAX)
+            ])
+        })
+        .map_err(|e| self.err(e))?;
+        Ok(())
     }
 
     fn decode_task(&self, id: &str, body: &str) -> Result<Task, StoreError> {
@@ -214,6 +337,24 @@ impl SqliteStore {
         }
         Ok(out)
     }
+}
+
+/// Adds a stored item to its list of `m`.
+pub(crate) fn push_item(
+    m: &mut Memory,
+    task: &str,
+    list: i64,
+    text: String,
+) -> Result<(), StoreError> {
+    let slot = usize::try_from(list).ok().and_then(|i| m.list_mut(i));
+    let Some(slot) = slot else {
+        return Err(StoreError::Decode {
+            what: format!("memory of {task}"),
+            detail: format!("an item of list {list}, which does not exist"),
+        });
+    };
+    slot.push(text);
+    Ok(())
 }
 
 pub(crate) fn decode_event(
@@ -314,43 +455,87 @@ impl Store for SqliteStore {
     }
 
     fn memory(&self, id: &TaskId) -> Result<Option<Memory>, StoreError> {
-        let mut stmt = self
+        let focus: Option<String> = self
             .conn
-            .prepare_cached("SELECT body FROM memory WHERE task = ?1")
-            .map_err(|e| self.err(e))?;
-        let body: Option<String> = stmt
+            .prepare_cached("SELECT text FROM memory_focus WHERE task = ?1")
+            .map_err(|e| self.err(e))?
             .query_row([id.as_str()], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))?;
-        body.map(|b| {
-            serde_json::from_str(&b).map_err(|e| StoreError::Decode {
-                what: format!("memory of {id}"),
-                detail: e.to_string(),
+        let Some(next_focus) = focus else {
+            return Ok(None);
+        };
+        let mut m = Memory {
+            next_focus,
+            ..Memory::default()
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT list, text FROM memory_items WHERE task = ?1 ORDER BY list, seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([id.as_str()], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
             })
-        })
-        .transpose()
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (list, text) = row.map_err(|e| self.err(e))?;
+            push_item(&mut m, id.as_str(), list, text)?;
+        }
+        Ok(Some(m))
     }
 
     fn all_memory(&self) -> Result<Vec<(TaskId, Memory)>, StoreError> {
+        let mut out: BTreeMap<String, Memory> = BTreeMap::new();
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT task, body FROM memory ORDER BY task")
+            .prepare_cached("SELECT task, text FROM memory_focus")
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
             .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
         for row in rows {
-            let (id, body) = row.map_err(|e| self.err(e))?;
-            let bad = |detail: String| StoreError::Decode {
-                what: format!("memory of {id}"),
-                detail,
-            };
-            let tid = TaskId::new(&id).map_err(|e| bad(e.to_string()))?;
-            let m = serde_json::from_str(&body).map_err(|e| bad(e.to_string()))?;
-            out.push((tid, m));
+            let (id, next_focus) = row.map_err(|e| self.err(e))?;
+            out.insert(
+                id,
+                Memory {
+                    next_focus,
+                    ..Memory::default()
+                },
+            );
         }
-        Ok(out)
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT task, list, text FROM memory_items ORDER BY task, list, seq")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (id, list, text) = row.map_err(|e| self.err(e))?;
+            let m = out.get_mut(&id).ok_or_else(|| StoreError::Decode {
+                what: format!("memory of {id}"),
+                detail: "items stored without the task's memory row".into(),
+            })?;
+            push_item(m, &id, list, text)?;
+        }
+        out.into_iter()
+            .map(|(id, m)| {
+                let tid = TaskId::new(&id).map_err(|e| StoreError::Decode {
+                    what: format!("memory of {id}"),
+                    detail: e.to_string(),
+                })?;
+                Ok((tid, m))
+            })
+            .collect()
     }
 
     fn request(&self, key: &str) -> Result<Option<String>, StoreError> {
@@ -457,21 +642,16 @@ impl Store for SqliteStore {
                 None => {
                     tx.execute("DELETE FROM tasks WHERE id = ?1", [id.as_str()])
                         .map_err(|e| self.err(e))?;
-                    tx.execute("DELETE FROM memory WHERE task = ?1", [id.as_str()])
+                    tx.execute("DELETE FROM memory_items WHERE task = ?1", [id.as_str()])
+                        .map_err(|e| self.err(e))?;
+                    tx.execute("DELETE FROM memory_focus WHERE task = ?1", [id.as_str()])
                         .map_err(|e| self.err(e))?;
                 }
             }
             failpoint::hit("after-row");
         }
-        for (id, m) in &batch.memory {
-            let body = serde_json::to_string(m).map_err(|e| StoreError::Db(e.to_string()))?;
-            tx.prepare_cached(
-                "INSERT INTO memory (task, body) VALUES (?1, ?2)
-                 ON CONFLICT (task) DO UPDATE SET body = excluded.body",
-            )
-            .map_err(|e| self.err(e))?
-            .execute(params![id.as_str(), body])
-            .map_err(|e| self.err(e))?;
+        for (id, append) in &batch.memory {
+            self.append_memory(&tx, id, append)?;
         }
         if let Some((key, resp)) = &batch.request {
             let at = out.first().map(|e| e.at.to_string()).unwrap_or_default();
@@ -484,6 +664,27 @@ impl Store for SqliteStore {
         failpoint::hit("before-commit");
         tx.commit().map_err(|e| self.err(e))?;
         Ok(out)
+    }
+
+    /// The same transaction as [`SqliteStore::commit`] with `synchronous=NORMAL`: SQLite
+    /// appends the WAL frames without fsyncing them, and [`Store::sync`] flushes them.
+    /// Everything else (a checkpoint, a restarted WAL's header) is still synced by
+    /// SQLite in that mode, so the WAL stays consistent either way.
+    fn commit_unsynced(&self, batch: Batch) -> Result<Vec<Event>, StoreError> {
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| self.err(e))?;
+        let out = self.commit(batch);
+        let restored = self.conn.pragma_update(None, "synchronous", "FULL");
+        if out.is_ok() {
+            self.unsynced.set(true);
+        }
+        restored.map_err(|e| self.err(e))?;
+        out
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.sync_wal()
     }
 
     fn acquire_lease(
@@ -674,6 +875,96 @@ mod tests {
     /// place: every event kept with its number, new events numbered after them, and a
     /// commit no longer touches `sqlite_sequence`.
     #[test]
+    fn an_unsynced_commit_is_visible_at_once_and_flushed_by_sync() {
+        let (dir, s) = temp_db();
+        let synchronous = |s: &SqliteStore| -> i64 {
+            s.conn
+                .pragma_query_value(None, "synchronous", |r| r.get(0))
+                .unwrap()
+        };
+        s.commit_unsynced(Batch {
+            changes: vec![created("a")],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(s.unsynced.get(), "the flush is pending");
+        assert_eq!(synchronous(&s), 2, "later commits are FULL again");
+        // Other connections see it before the flush: the next writer need not wait.
+        let other = SqliteStore::open(&dir.join("warden.db"), 5000).unwrap();
+        assert!(other.get(&TaskId::new("a").unwrap()).unwrap().is_some());
+        s.sync().unwrap();
+        assert!(!s.unsynced.get());
+        // A refused commit leaves nothing pending and FULL restored.
+        let err = s.commit_unsynced(Batch {
+            changes: vec![created("a")],
+            ..Default::default()
+        });
+        assert!(matches!(err, Err(StoreError::Conflict { .. })), "{err:?}");
+        assert!(!s.unsynced.get());
+        assert_eq!(synchronous(&s), 2);
+        drop((s, other));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn version_2_memory_rows_become_items_in_order() {
+        let (dir, s) = temp_db();
+        let path = dir.join("warden.db");
+        drop(s);
+        std::fs::remove_file(&path).unwrap();
+        let _ = std::fs::remove_file(wal_path(&path));
+        let old = Memory {
+            goals: vec!["g1".into(), "g2 ünï".into()],
+            decisions: (0..12).map(|i| format!("d{i}")).collect(),
+            history: vec!["h1".into(), "h2".into()],
+            open_issues: vec!["o".into()],
+            next_focus: "f".into(),
+            ..Memory::default()
+        };
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(MIGRATIONS[0]).unwrap();
+            c.execute_batch(MIGRATIONS[1]).unwrap();
+            c.pragma_update(None, "user_version", 2).unwrap();
+            let body = serde_json::to_string(&old).unwrap();
+            c.execute(
+                "INSERT INTO memory (task, body) VALUES ('a', ?1), ('b', ?2)",
+                params![body, serde_json::to_string(&Memory::default()).unwrap()],
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(&path, 5000).unwrap();
+        assert_eq!(
+            s.memory(&TaskId::new("a").unwrap()).unwrap(),
+            Some(old.clone())
+        );
+        assert_eq!(
+            s.memory(&TaskId::new("b").unwrap()).unwrap(),
+            Some(Memory::default())
+        );
+        assert_eq!(s.memory(&TaskId::new("c").unwrap()).unwrap(), None);
+        assert_eq!(s.all_memory().unwrap().len(), 2);
+        // Merges continue after the migrated items.
+        let caps = memory::MemoryCaps::default();
+        let d = memory::MemoryDelta {
+            decisions: vec!["d12".into()],
+            history: vec!["h3".into(), "h4".into()],
+            ..Default::default()
+        };
+        s.commit(Batch {
+            memory: vec![(TaskId::new("a").unwrap(), memory::append_of(&d, &caps))],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            s.memory(&TaskId::new("a").unwrap()).unwrap(),
+            Some(memory::merge(&old, &d, &caps))
+        );
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn version_1_database_upgrades_keeping_every_event() {
         let (dir, s) = temp_db();
         let path = dir.join("warden.db");
@@ -689,6 +980,7 @@ mod tests {
             let s1 = SqliteStore {
                 conn: Connection::open(&path).unwrap(),
                 path: path.clone(),
+                unsynced: std::cell::Cell::new(false),
             };
             for id in ["a", "b"] {
                 s1.commit(Batch {

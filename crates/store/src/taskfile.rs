@@ -16,6 +16,18 @@ pub struct Doc {
     pub artifacts: Artifacts,
     /// `tamper.ignored` events for runner-owned frontmatter fields an agent changed.
     pub tamper: Vec<EventKind>,
+    /// The text read (`None` when TASK.md was missing).
+    pub text: Option<String>,
+}
+
+impl Doc {
+    /// Does the TASK.md read already hold `task`'s frontmatter mirror exactly (so
+    /// [`sync`] would leave the file as it was read)?
+    pub fn mirrors(&self, task: &Task) -> bool {
+        self.text
+            .as_deref()
+            .is_some_and(|text| artifact::with_frontmatter(text, &artifact::mirror(task)) == text)
+    }
 }
 
 /// Reads and parses a task's TASK.md. A missing file has no artifacts (it is recreated
@@ -27,7 +39,9 @@ pub fn read(ws: &Workspace, task: &Task) -> Result<Doc, FileError> {
         Err(FileError::Missing(_)) => return Ok(Doc::default()),
         Err(e) => return Err(e),
     };
-    Ok(doc_of(&text, task))
+    let mut doc = doc_of(&text, task);
+    doc.text = Some(text);
+    Ok(doc)
 }
 
 /// Parses TASK.md text against the true task.
@@ -45,7 +59,11 @@ pub fn doc_of(text: &str, task: &Task) -> Doc {
             .collect(),
         None => Vec::new(),
     };
-    Doc { artifacts, tamper }
+    Doc {
+        artifacts,
+        tamper,
+        text: None,
+    }
 }
 
 /// Creates TASK.md (skeleton) if missing, else restores the frontmatter mirror to the

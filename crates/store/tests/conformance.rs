@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use warden_core::event::Actor;
-use warden_core::memory::Memory;
+use warden_core::memory::{self, Memory, MemoryCaps, MemoryDelta};
 use warden_core::model::{Limits, Status, TaskId, TaskSpec, WorkflowKind};
 use warden_core::ops::{self, Change, Ctx, Initial, TransitionInput};
 use warden_store::{Batch, Fence, Store, StoreError};
@@ -347,34 +347,56 @@ fn concurrent_claims_never_share_a_task(open: Open) {
 fn memory_round_trip(open: Open) {
     let s = open();
     create_all(&*s, &["b", "a"]);
-    let m = Memory {
+    let caps = MemoryCaps::default();
+    let d = MemoryDelta {
         goals: vec!["ship it".into()],
         history: vec!["tried ünïcödé".into()],
-        next_focus: "tests".into(),
+        next_focus: Some("tests".into()),
         ..Default::default()
     };
     let t = s.get(&tid("b")).unwrap().unwrap();
     s.commit(Batch {
         changes: vec![ops::record(&t, vec![], &ctx()).unwrap()],
-        memory: vec![(tid("b"), m.clone()), (tid("a"), Memory::default())],
+        memory: vec![
+            (tid("b"), memory::append_of(&d, &caps)),
+            (tid("a"), memory::append_of(&MemoryDelta::default(), &caps)),
+        ],
         ..Default::default()
     })
     .unwrap();
+    let m = memory::merge(&Memory::default(), &d, &caps);
     assert_eq!(open().memory(&tid("b")).unwrap(), Some(m.clone()));
     assert_eq!(s.memory(&tid("zz")).unwrap(), None);
     let all = s.all_memory().unwrap();
-    assert_eq!(all, vec![(tid("a"), Memory::default()), (tid("b"), m)]);
-    // A rewrite replaces the row.
-    let m2 = Memory {
-        next_focus: "done".into(),
-        ..Default::default()
-    };
-    s.commit(Batch {
-        memory: vec![(tid("b"), m2.clone())],
-        ..Default::default()
-    })
-    .unwrap();
-    assert_eq!(s.memory(&tid("b")).unwrap(), Some(m2));
+    assert_eq!(
+        all,
+        vec![(tid("a"), Memory::default()), (tid("b"), m.clone())]
+    );
+    // Later merges append, replace the focus only when set, and keep the last history
+    // entries; the store's result is the core's merge.
+    let mut want = m;
+    for round in 0..4 {
+        let d = MemoryDelta {
+            decisions: vec![format!("d{round}"), format!("e{round}")],
+            history: vec![format!("h{round}"), format!("i{round}")],
+            next_focus: (round % 2 == 1).then(|| format!("f{round}")),
+            open_issues: vec!["x".repeat(300)],
+            ..Default::default()
+        };
+        s.commit(Batch {
+            memory: vec![(tid("b"), memory::append_of(&d, &caps))],
+            ..Default::default()
+        })
+        .unwrap();
+        want = memory::merge(&want, &d, &caps);
+        assert_eq!(
+            open().memory(&tid("b")).unwrap().as_ref(),
+            Some(&want),
+            "round {round}"
+        );
+    }
+    assert_eq!(want.history.len(), 3);
+    assert_eq!(want.next_focus, "f3");
     // Removing a task removes its memory.
     let t = s.get(&tid("b")).unwrap().unwrap();
     s.commit(batch(vec![Change {
@@ -386,6 +408,7 @@ fn memory_round_trip(open: Open) {
     .unwrap();
     assert_eq!(s.get(&tid("b")).unwrap(), None);
     assert_eq!(s.memory(&tid("b")).unwrap(), None);
+    assert_eq!(s.all_memory().unwrap(), vec![(tid("a"), Memory::default())]);
 }
 
 /// Writers on four connections: sequence numbers increase in the log, each task's

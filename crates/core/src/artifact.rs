@@ -351,6 +351,77 @@ pub fn with_frontmatter(text: &str, fm: &Frontmatter) -> String {
 
 /// Parses the YAML of a frontmatter block that starts on line 2 of the file.
 fn parse_frontmatter(yaml: &str, errors: &mut Vec<ParseError>) -> Option<Frontmatter> {
+    if let Some(fm) = frontmatter_by_lines(yaml) {
+        return Some(fm);
+    }
+    frontmatter_by_yaml(yaml, errors)
+}
+
+/// The most keys [`frontmatter_by_lines`] reads (it looks for duplicates one by one).
+const LINE_KEYS_MAX: usize = 32;
+
+/// The frontmatter as [`Frontmatter::render`] writes it, read without a YAML parser:
+/// `key: value` lines whose key is plain-safe ([`is_plain_safe`]) and whose value is
+/// plain-safe, double-quoted text without escapes, or absent (null). Anything else,
+/// duplicate keys included, is `None`, and serde-saphyr reads the block; both give the
+/// same result wherever this one answers (`check_frontmatter_lines`, fuzzed).
+fn frontmatter_by_lines(yaml: &str) -> Option<Frontmatter> {
+    let mut fm = Frontmatter::default();
+    let mut keys: Vec<&str> = Vec::new();
+    for line in yaml.split_inclusive('\n') {
+        let line = line.strip_suffix('\n')?;
+        let (key, value) = match line.split_once(": ") {
+            Some((k, v)) => (k, Some(v)),
+            None => (line.strip_suffix(':')?, None),
+        };
+        if !is_plain_safe(key) || keys.contains(&key) || keys.len() == LINE_KEYS_MAX {
+            return None;
+        }
+        keys.push(key);
+        let value = match value {
+            None => None,
+            Some(v) if is_plain_safe(v) => Some(v.to_owned()),
+            Some(v) => Some(quoted_plain_text(v)?.to_owned()),
+        };
+        match fm.slot_mut(key) {
+            Some(slot) => *slot = value,
+            None => {
+                fm.extra.insert(key.to_owned(), value.unwrap_or_default());
+            }
+        }
+    }
+    Some(fm)
+}
+
+/// The text inside `"…"` when it needs no escape and holds only printable ASCII and
+/// letters or digits of other scripts (nothing YAML could read as a break or escape).
+fn quoted_plain_text(v: &str) -> Option<&str> {
+    let inner = v.strip_prefix('"')?.strip_suffix('"')?;
+    inner
+        .chars()
+        .all(|c| {
+            (c.is_ascii() && (' '..='~').contains(&c) && c != '"' && c != '\\')
+                || (!c.is_ascii() && c.is_alphanumeric())
+        })
+        .then_some(inner)
+}
+
+/// Panics if [`frontmatter_by_lines`] answers differently from serde-saphyr.
+fn check_frontmatter_lines(yaml: &str) {
+    if let Some(fast) = frontmatter_by_lines(yaml) {
+        let mut errors = Vec::new();
+        let full = frontmatter_by_yaml(yaml, &mut errors);
+        assert_eq!(errors, [], "the line read accepted invalid YAML {yaml:?}");
+        assert_eq!(
+            Some(fast),
+            full,
+            "the line read and serde-saphyr disagree on {yaml:?}"
+        );
+    }
+}
+
+/// [`parse_frontmatter`] by serde-saphyr.
+fn frontmatter_by_yaml(yaml: &str, errors: &mut Vec<ParseError>) -> Option<Frontmatter> {
     const FIRST_LINE: usize = 2;
     let read = |duplicate_keys| {
         let options = serde_saphyr::options! {
@@ -721,6 +792,9 @@ fn is_closing_fence(line: &[u8], ch: u8, len: usize) -> bool {
 /// The text of one ATX heading line, as the full parse collects it (text and code spans,
 /// markup removed), trimmed.
 fn heading_text(line: &str) -> String {
+    if let Some(name) = plain_heading_text(line) {
+        return name.to_owned();
+    }
     let mut name = String::new();
     for event in Parser::new_ext(line, Options::empty()) {
         if let Event::Text(t) | Event::Code(t) = event {
@@ -733,6 +807,21 @@ fn heading_text(line: &str) -> String {
     } else {
         trimmed.to_owned()
     }
+}
+
+/// The text of an ATX heading line whose text holds only characters that are never
+/// inline markup without a CommonMark extension (letters, digits, spaces and plain
+/// punctuation: no backslash, backtick, `*`, `_`, `[`, `]`, `<`, `>`, `!`, `&`, `~`, `#`
+/// or tab), so pulldown-cmark would return it as one text, trimmed; `None` otherwise.
+fn plain_heading_text(line: &str) -> Option<&str> {
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let rest = line.trim_start_matches('#');
+    if !(rest.is_empty() || rest.starts_with(' ')) {
+        return None;
+    }
+    let text = rest.trim_matches(' ');
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b" ,.:;'\"?/()+=-%@$^{}|".contains(&b);
+    text.bytes().all(plain).then_some(text)
 }
 
 /// Panics if the line scan accepts `body` but finds other headings than the parser.
@@ -1199,6 +1288,9 @@ fn check_invariants(text: &str) {
     let doc = parse(text);
     let len = text.len();
     check_line_scan(&text[doc.body_offset..]);
+    if let Some(yaml) = split(text).frontmatter {
+        check_frontmatter_lines(yaml);
+    }
     assert!(doc.body_offset <= len && text.is_char_boundary(doc.body_offset));
     let mut previous_end = doc.body_offset;
     for s in &doc.sections {
@@ -1871,7 +1963,73 @@ mod tests {
         assert_eq!(heading_text("## [x]"), "[x]");
     }
 
+    #[test]
+    fn plain_heading_names_skip_the_parser() {
+        for (line, name) in [
+            ("## Notes", Some("Notes")),
+            ("## Notes\n", Some("Notes")),
+            ("##   Two  words  ", Some("Two  words")),
+            ("##", Some("")),
+            ("## ", Some("")),
+            (
+                "## Step 1: (a/b) - \"x\" + y = 50% @ $5 {ok} | ^",
+                Some("Step 1: (a/b) - \"x\" + y = 50% @ $5 {ok} | ^"),
+            ),
+            ("## *Notes*", None),
+            ("## Notes ##", None),
+            ("## a_b", None),
+            ("## `x`", None),
+            ("## a\tb", None),
+            ("## caf\u{e9}", None),
+            ("## a &amp; b", None),
+            ("## <b>", None),
+            ("## a\\b", None),
+            ("##x", None),
+        ] {
+            assert_eq!(plain_heading_text(line), name, "{line:?}");
+            // Whatever the path, the name is the parser's.
+            let parsed: String = Parser::new_ext(line, Options::empty())
+                .filter_map(|e| match e {
+                    Event::Text(t) | Event::Code(t) => Some(t.into_string()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(heading_text(line), parsed.trim(), "{line:?}");
+        }
+    }
+
     // ----- properties -----------------------------------------------------------------
+
+    /// One frontmatter line, weighted toward what the line read accepts: keys and values
+    /// that YAML reads as strings, numbers, booleans, nulls or other types, quoted or not.
+    fn frontmatter_line() -> impl Strategy<Value = String> {
+        let key = prop_oneof![
+            4 => prop::sample::select(vec!["id", "title", "status", "attempts", "max_attempts",
+                "crash_count", "review_round", "branch", "owner", "x"]).prop_map(str::to_owned),
+            1 => prop::sample::select(vec!["null", "true", "Key", "a b", "1", "01", "~", "'q'",
+                "-", "a:b", "y", "é"]).prop_map(str::to_owned),
+        ];
+        let value = prop_oneof![
+            4 => "[a-z][a-z0-9./_-]{0,8}",
+            2 => "[0-9]{1,3}",
+            2 => "\"[ -~é€🦀]{0,8}\"",
+            3 => prop::sample::select(vec!["", "0x1", "1.50", "1e3", "+5", "007", "-1", "~",
+                "null", "Null", "NULL", "true", "True", "FALSE", "yes", "no", "on", "off",
+                "y", "n", "inf", ".inf", "nan", ".NaN", "Infinity", "'q'", "\"a\\\"b\"",
+                "\"\\n\"", "a #c", "a: b", "[a]", "{b: 1}", "- x", "a ", " a", "Log in",
+                "\"\u{2028}\"", "\"\u{85}\"", "\"\"", "&a x", "*a", "!tag x", "|", ">", "%x",
+                "@x", "`x`", "\"a\tb\""]).prop_map(str::to_owned),
+        ];
+        prop_oneof![
+            8 => (key, value).prop_map(|(k, v)| if v.is_empty() {
+                format!("{k}:\n")
+            } else {
+                format!("{k}: {v}\n")
+            }),
+            1 => prop::sample::select(vec!["\n", "# c\n", "  x: 1\n", "k:v\n", "k: 1\r\n",
+                "- a\n", "k:  2\n", "k: 1 # c\n"]).prop_map(str::to_owned),
+        ]
+    }
 
     /// One line of the block constructs the line scan must get right (or give up on):
     /// headings, fences, HTML comments and blocks, lists, quotes, indented code, link
@@ -2027,6 +2185,11 @@ mod tests {
         #[test]
         fn verdict_matches_the_word_rule(s in "[ a-zA-Z_éP*:\n-]{0,40}|(PASS|FAIL|pass|fail|x|_| |\n|é)*") {
             prop_assert_eq!(verdict(&s), oracle(&s));
+        }
+
+        #[test]
+        fn frontmatter_lines_agree_with_serde_saphyr(lines in prop::collection::vec(frontmatter_line(), 0..10)) {
+            check_frontmatter_lines(&lines.concat());
         }
 
         #[test]

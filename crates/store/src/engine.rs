@@ -257,7 +257,7 @@ impl Engine {
                 }
             }
             let task = self.get(id)?;
-            let doc = taskfile::read(&self.ws, &task)?;
+            let mut doc = taskfile::read(&self.ws, &task)?;
             let Decision {
                 change,
                 retryable,
@@ -280,20 +280,7 @@ impl Engine {
                 Ok(_) => {
                     crate::failpoint::hit("after-commit");
                     crate::failpoint::hit("after-commit-exit");
-                    // TASK.md is rewritten only when its mirror changes: a write that
-                    // leaves the frontmatter as read (a memory merge, an event) spares
-                    // the second read of the file under the lock. An agent's edit since
-                    // the read is left to the next write, which records any tamper.
-                    match &change.after {
-                        Some(t) if doc.mirrors(t) => self.sync_state_md(),
-                        _ => self.after_commit(std::slice::from_ref(&change)),
-                    }
-                    // Group commit: the next writer of this task (or any other) may
-                    // commit while this process waits for the disk, and one flush can
-                    // then cover both. Nothing reports the write done before `sync`.
-                    drop(lock);
-                    crate::failpoint::hit("before-sync");
-                    self.store.sync()?;
+                    self.finish_write(lock, &change, &mut doc)?;
                     return Ok(Written::Done(Box::new(change), response));
                 }
                 Err(StoreError::Conflict { .. }) if retryable => continue,
@@ -307,6 +294,31 @@ impl Engine {
                 "conflict: task {id} kept changing while this request was decided; run the command again"
             ),
         })
+    }
+
+    /// After a write's commit: rewrites the views (TASK.md only when its mirror changes:
+    /// a write that leaves the frontmatter as read, such as a memory merge, spares a
+    /// second read of the file; an agent's edit since the read is left to the next write,
+    /// which records any tamper), releases the task's lock, and flushes the commit.
+    /// Nothing reports the write done before the flush returns; releasing the lock first
+    /// lets the next writer commit meanwhile, and one flush can then cover both (group
+    /// commit).
+    fn finish_write(
+        &self,
+        lock: std::fs::File,
+        change: &Change,
+        doc: &mut Doc,
+    ) -> Result<(), EngineError> {
+        if let Some(t) = &change.after
+            && !doc.mirrors(t)
+            && let Err(e) = taskfile::sync_from(&self.ws, t, doc.text.take())
+        {
+            eprintln!("warning: {}: {e}", self.task_file_shown(t.id()));
+        }
+        self.sync_state_md();
+        drop(lock);
+        crate::failpoint::hit("before-sync");
+        Ok(self.store.sync()?)
     }
 
     /// Takes the task's write lock (`.warden/tasks/<id>/.lock`), released on drop. The

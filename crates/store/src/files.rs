@@ -214,10 +214,24 @@ pub fn sync_dir(dir: &Path) -> Result<(), FileError> {
 pub fn update_text(
     base: &Path,
     path: &Path,
+    update: impl FnMut(&str) -> String,
+) -> Result<String, FileError> {
+    update_text_from(base, path, None, update)
+}
+
+/// [`update_text`] starting from `read`, the file's text as the caller just read it
+/// (re-read only when it changed before the rename).
+pub fn update_text_from(
+    base: &Path,
+    path: &Path,
+    mut read: Option<String>,
     mut update: impl FnMut(&str) -> String,
 ) -> Result<String, FileError> {
     for _ in 0..16 {
-        let current = read_text(base, path)?;
+        let current = match read.take() {
+            Some(text) => text,
+            None => read_text(base, path)?,
+        };
         let new = update(&current);
         if new == current {
             return Ok(new);

@@ -69,13 +69,24 @@ pub fn doc_of(text: &str, task: &Task) -> Doc {
 /// Creates TASK.md (skeleton) if missing, else restores the frontmatter mirror to the
 /// stored truth, keeping the body byte for byte.
 pub fn sync(ws: &Workspace, task: &Task) -> Result<(), FileError> {
+    sync_from(ws, task, None)
+}
+
+/// [`sync`] from the text of TASK.md as the caller read it moments ago (under the task's
+/// lock): no second read unless the file changed since.
+pub fn sync_from(ws: &Workspace, task: &Task, read: Option<String>) -> Result<(), FileError> {
     let dir = ws.task_dir(task.id());
-    files::create_dir(&ws.dir, &dir)?;
+    if read.is_none() {
+        files::create_dir(&ws.dir, &dir)?;
+    }
     let path = ws.task_file(task.id());
     let fm = artifact::mirror(task);
-    match files::update_text(&ws.dir, &path, |cur| artifact::with_frontmatter(cur, &fm)) {
+    match files::update_text_from(&ws.dir, &path, read, |cur| {
+        artifact::with_frontmatter(cur, &fm)
+    }) {
         Ok(_) => Ok(()),
         Err(FileError::Missing(_)) => {
+            files::create_dir(&ws.dir, &dir)?;
             files::remove_stale_temps(&path);
             files::write_view(&path, artifact::skeleton(task).as_bytes())
         }

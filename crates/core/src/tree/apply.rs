@@ -265,13 +265,14 @@ pub fn apply_state_updates(
     }
     // Every id of the file is hashed once, by validation; from here on nodes are
     // positions, and the file's nodes are moved into the result only at the end.
-    let mut resolved = validate_resolved(&next, &[]).map_err(ApplyError::Invalid)?;
+    let resolved = validate_resolved(&next, &[]).map_err(ApplyError::Invalid)?;
     let n = next.len();
 
-    // Match the store's tasks to the file's nodes: one lookup per stored task.
+    // Match the store's tasks to the file's nodes: one lookup per stored task, on two
+    // threads for a big tree.
     let next_of = resolved
         .index
-        .get_many(&prev.iter().map(|t| t.id().as_str()).collect::<Vec<_>>());
+        .get_many_split(prev, |t| t.id().as_str(), PARALLEL_NODES);
     let mut prev_of = vec![NONE; n];
     for (pi, &j) in next_of.iter().enumerate() {
         if j != NONE {

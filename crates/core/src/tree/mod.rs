@@ -272,7 +272,7 @@ pub fn children(tasks: &[Task], id: &TaskId) -> Vec<TaskId> {
 /// An exact id → position index for a 100k-node plan, laid out for the cache. A plain
 /// hash table of that size lives in main memory, so every probe is a cache miss; here
 /// the table is split by the hash's top bits into partitions of about 512 ids each, ids
-/// are inserted partition by partition, and lookups come in batches ([`IdIndex::get_many`])
+/// are inserted partition by partition, and lookups come in batches ([`IdIndex::get_many_split`])
 /// sorted the same way, so each partition's table is probed while it sits in the cache.
 /// A slot holds the id's full hash, its length and first 16 bytes, so a probe follows no
 /// pointer for ids of up to 16 bytes; longer ids are compared in full.
@@ -285,9 +285,6 @@ pub(crate) struct IdIndex<'a> {
     start: Vec<u32>,
     /// Log2 of the number of partitions.
     bits: u32,
-    /// Keys grouped by partition, reused by every batch (fresh memory costs a page
-    /// fault per 4 KiB).
-    scratch: Vec<Slot>,
 }
 
 impl std::fmt::Debug for IdIndex<'_> {
@@ -376,7 +373,6 @@ impl<'a> IdIndex<'a> {
             slots: vec![EMPTY; total as usize],
             start,
             bits,
-            scratch: Vec::new(),
         };
         let mut repeats = Vec::new();
         // Positions ascend within a partition, so the first of a repeated id goes in first.
@@ -386,7 +382,6 @@ impl<'a> IdIndex<'a> {
                 Err(empty) => index.slots[empty] = *key,
             }
         }
-        index.scratch = scratch;
         repeats.sort_unstable();
         (index, repeats)
     }
@@ -420,13 +415,46 @@ impl<'a> IdIndex<'a> {
     }
 
     /// The position of each query ([`validate::NONE`] when absent), probed partition by
-    /// partition.
-    pub(crate) fn get_many(&mut self, queries: &[&str]) -> Vec<u32> {
-        let mut order = std::mem::take(&mut self.scratch);
-        by_partition(queries, self.bits, &mut order);
+    /// partition, on this thread.
+    #[cfg(test)]
+    pub(crate) fn get_many(&self, queries: &[&str]) -> Vec<u32> {
+        self.probe_all(queries, &mut Vec::new())
+    }
+
+    /// The position of the name of each of `items` ([`validate::NONE`] when absent),
+    /// probed partition by partition. From `min` items the work is split over two
+    /// threads: collecting and hashing the names reads each item and each name, wherever
+    /// they lie in memory, and two cores wait for memory in parallel.
+    pub(crate) fn get_many_split<T: Sync>(
+        &self,
+        items: &[T],
+        name: impl Fn(&T) -> &str + Sync,
+        min: usize,
+    ) -> Vec<u32> {
+        let probe = |part: &[T]| {
+            let queries: Vec<&str> = part.iter().map(&name).collect();
+            self.probe_all(&queries, &mut Vec::new())
+        };
+        if items.len() < min {
+            return probe(items);
+        }
+        let (a, b) = items.split_at(items.len() / 2);
+        std::thread::scope(|s| {
+            let later = s.spawn(|| probe(b));
+            let mut out = probe(a);
+            match later.join() {
+                Ok(more) => out.extend(more),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+            out
+        })
+    }
+
+    fn probe_all(&self, queries: &[&str], order: &mut Vec<Slot>) -> Vec<u32> {
+        by_partition(queries, self.bits, order);
         let mut out = vec![validate::NONE; queries.len()];
         let mut warm = usize::MAX;
-        for key in &order {
+        for key in order.iter() {
             // Read a partition's table front to back before its first probe: sequential
             // reads stream in, random probes would each wait for memory.
             let p = partition_of(key.hash, self.bits);
@@ -440,7 +468,6 @@ impl<'a> IdIndex<'a> {
                 out[q] = pos;
             }
         }
-        self.scratch = order;
         out
     }
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::model::TaskId;
+use crate::tree::apply::PARALLEL_NODES;
 use crate::tree::{IdIndex, IdMap, PlanNode};
 
 /// One problem in a plan file.
@@ -98,7 +99,7 @@ pub(crate) fn validate_resolved<'a>(
     // counts repeats; each kind of problem is sorted by id at the end, so the report
     // does not depend on the file's order.
     let n = nodes.len();
-    let (mut index, repeat_at) = IdIndex::build(nodes.iter().map(|x| x.id.as_str()).collect());
+    let (index, repeat_at) = IdIndex::build(nodes.iter().map(|x| x.id.as_str()).collect());
     let mut repeats: HashMap<&TaskId, usize> = HashMap::new();
     for &i in &repeat_at {
         *repeats.entry(&nodes[i as usize].id).or_insert(1) += 1;
@@ -124,11 +125,10 @@ pub(crate) fn validate_resolved<'a>(
     let mut zero = Vec::new();
     // Every reference looked up in two batches: parents (an empty name for none, which
     // no id is) and dependencies, in CSR form.
-    let parent_of = index.get_many(
-        &nodes
-            .iter()
-            .map(|x| x.parent.as_ref().map_or("", |p| p.as_str()))
-            .collect::<Vec<_>>(),
+    let parent_of = index.get_many_split(
+        nodes,
+        |x| x.parent.as_ref().map_or("", |p| p.as_str()),
+        PARALLEL_NODES,
     );
     let mut dep_start: Vec<u32> = Vec::with_capacity(n + 1);
     let mut dep_names: Vec<&str> = Vec::new();
@@ -137,7 +137,7 @@ pub(crate) fn validate_resolved<'a>(
         dep_names.extend(x.depends_on.iter().map(|d| d.as_str()));
     }
     dep_start.push(dep_names.len() as u32);
-    let dep_of = index.get_many(&dep_names);
+    let dep_of = index.get_many_split(&dep_names, |d| d, PARALLEL_NODES);
     drop(dep_names);
     // Edges among the file's nodes: parents as one array, dependencies in CSR form.
     let mut parent = vec![NONE; n];

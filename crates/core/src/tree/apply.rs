@@ -279,10 +279,17 @@ pub fn apply_state_updates(
             prev_of[j as usize] = pi as u32;
         }
     }
-    let Some(sel_prev) = prev.iter().position(|t| t.id() == selected) else {
+    // The selected node through the index; a scan of the stored tasks only to tell an
+    // unknown id from a removed one.
+    let sel = resolved.index.get(selected.as_str());
+    let sel_prev = match sel.map(|j| prev_of[j as usize]) {
+        Some(pi) if pi != NONE => Some(pi as usize),
+        _ => prev.iter().position(|t| t.id() == selected),
+    };
+    let Some(sel_prev) = sel_prev else {
         return Err(ApplyError::UnknownSelected(selected.clone()));
     };
-    let Some(sel) = resolved.index.get(selected.as_str()) else {
+    let Some(sel) = sel else {
         return Err(ApplyError::SelectedRemoved(selected.clone()));
     };
     let sel = sel as usize;
@@ -319,6 +326,7 @@ pub fn apply_state_updates(
     let mut tamper = Vec::new();
     let mut created = Vec::new();
     let mut edited = Vec::new();
+    let mut settled = Vec::new();
     let mut nodes: Vec<ReconciledNode> = next
         .into_iter()
         .zip(matches)
@@ -345,6 +353,9 @@ pub fn apply_state_updates(
                     spec.workflow = m.workflow;
                     if m.edited {
                         edited.push(spec.id.clone());
+                    }
+                    if m.passed {
+                        settled.push(prev_of[i] as usize);
                     }
                     state[i] = m.state;
                 }
@@ -394,9 +405,14 @@ pub fn apply_state_updates(
         _ => {}
     }
 
-    // Passed nodes are settled: they may not be removed, moved or changed.
+    // Passed nodes are settled: they may not be removed, moved or changed. The matched
+    // ones were found by the comparisons (which read every matched task anyway); only
+    // the removed tasks are read here.
+    let passed = settled
+        .into_iter()
+        .chain((0..prev.len()).filter(|&pi| next_of[pi] == NONE && has_passed(&prev[pi])));
     let mut refusal: Option<(&TaskId, ApplyError)> = None;
-    for (pi, t) in prev.iter().enumerate().filter(|(_, t)| has_passed(t)) {
+    for (pi, t) in passed.map(|pi| (pi, &prev[pi])) {
         if refusal.as_ref().is_some_and(|(id, _)| *id < t.id()) {
             continue;
         }
@@ -602,6 +618,8 @@ pub(super) struct Matched {
     pub(super) spec_differ: bool,
     /// The parent, title, body or order changed.
     pub(super) edited: bool,
+    /// The stored task has passed (it is settled).
+    pub(super) passed: bool,
 }
 
 /// Nodes from which [`match_all`] splits the comparisons over two threads: each stored
@@ -685,6 +703,7 @@ pub(super) fn match_range(
             deps_differ: node.depends_on != truth.depends_on,
             spec_differ: !spec_same,
             edited,
+            passed: has_passed(t),
         });
     }
     notes

@@ -12,6 +12,7 @@ pub mod failpoint;
 pub mod files;
 #[doc(hidden)]
 pub mod fuzzing;
+mod memory_rows;
 pub mod postgres;
 pub mod sqlite;
 pub mod taskfile;

@@ -19,6 +19,7 @@ use warden_core::event::Event;
 use warden_core::memory::Memory;
 use warden_core::model::{Task, TaskId};
 
+use crate::memory_rows::{AllMemory, push_item};
 use crate::{Batch, Lease, Store, StoreError, redact_url};
 
 /// Schema migrations, applied in order; `warden_schema` holds the numbers applied.
@@ -504,49 +505,26 @@ impl Store for PgStore {
             "SELECT list, text FROM memory_items WHERE task = $1 ORDER BY list, seq",
         )?;
         for r in c.query(&q, &[&id.as_str()]).map_err(|e| self.err(e))? {
-            crate::sqlite::push_item(&mut m, id.as_str(), i64::from(r.get::<_, i32>(0)), r.get(1))?;
+            push_item(&mut m, id.as_str(), i64::from(r.get::<_, i32>(0)), r.get(1))?;
         }
         Ok(Some(m))
     }
 
     fn all_memory(&self) -> Result<Vec<(TaskId, Memory)>, StoreError> {
         let mut c = self.client()?;
+        let mut out = AllMemory::default();
         let q = self.stmt(&mut *c, "SELECT task, text FROM memory_focus")?;
-        let mut out: BTreeMap<String, Memory> = c
-            .query(&q, &[])
-            .map_err(|e| self.err(e))?
-            .iter()
-            .map(|r| {
-                (
-                    r.get::<_, String>(0),
-                    Memory {
-                        next_focus: r.get(1),
-                        ..Memory::default()
-                    },
-                )
-            })
-            .collect();
+        for r in c.query(&q, &[]).map_err(|e| self.err(e))? {
+            out.focus(r.get(0), r.get(1));
+        }
         let q = self.stmt(
             &mut *c,
             "SELECT task, list, text FROM memory_items ORDER BY task, list, seq",
         )?;
         for r in c.query(&q, &[]).map_err(|e| self.err(e))? {
-            let id: &str = r.get(0);
-            let m = out.get_mut(id).ok_or_else(|| StoreError::Decode {
-                what: format!("memory of {id}"),
-                detail: "items stored without the task's memory row".into(),
-            })?;
-            crate::sqlite::push_item(m, id, i64::from(r.get::<_, i32>(1)), r.get(2))?;
+            out.item(r.get(0), i64::from(r.get::<_, i32>(1)), r.get(2))?;
         }
-        out.into_iter()
-            .map(|(id, m)| {
-                let tid = TaskId::new(&id).map_err(|e| StoreError::Decode {
-                    what: format!("memory of {id}"),
-                    detail: e.to_string(),
-                })?;
-                Ok((tid, m))
-            })
-            .collect()
+        out.finish()
     }
 
     fn request(&self, key: &str) -> Result<Option<String>, StoreError> {

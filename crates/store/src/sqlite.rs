@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
-use std::collections::BTreeMap;
 use warden_core::event::{Event, EventKind};
 
 use warden_core::memory::{self, Memory, MemoryAppend};
 use warden_core::model::{Task, TaskId};
 
+use crate::memory_rows::{AllMemory, push_item};
 use crate::{Batch, Lease, Store, StoreError, failpoint};
 
 /// WAL size above which closing a connection checkpoints the WAL and truncates it.
@@ -339,24 +339,6 @@ impl SqliteStore {
     }
 }
 
-/// Adds a stored item to its list of `m`.
-pub(crate) fn push_item(
-    m: &mut Memory,
-    task: &str,
-    list: i64,
-    text: String,
-) -> Result<(), StoreError> {
-    let slot = usize::try_from(list).ok().and_then(|i| m.list_mut(i));
-    let Some(slot) = slot else {
-        return Err(StoreError::Decode {
-            what: format!("memory of {task}"),
-            detail: format!("an item of list {list}, which does not exist"),
-        });
-    };
-    slot.push(text);
-    Ok(())
-}
-
 pub(crate) fn decode_event(
     seq: i64,
     at: &str,
@@ -488,7 +470,7 @@ impl Store for SqliteStore {
     }
 
     fn all_memory(&self) -> Result<Vec<(TaskId, Memory)>, StoreError> {
-        let mut out: BTreeMap<String, Memory> = BTreeMap::new();
+        let mut out = AllMemory::default();
         let mut stmt = self
             .conn
             .prepare_cached("SELECT task, text FROM memory_focus")
@@ -498,13 +480,7 @@ impl Store for SqliteStore {
             .map_err(|e| self.err(e))?;
         for row in rows {
             let (id, next_focus) = row.map_err(|e| self.err(e))?;
-            out.insert(
-                id,
-                Memory {
-                    next_focus,
-                    ..Memory::default()
-                },
-            );
+            out.focus(id, next_focus);
         }
         let mut stmt = self
             .conn
@@ -521,21 +497,9 @@ impl Store for SqliteStore {
             .map_err(|e| self.err(e))?;
         for row in rows {
             let (id, list, text) = row.map_err(|e| self.err(e))?;
-            let m = out.get_mut(&id).ok_or_else(|| StoreError::Decode {
-                what: format!("memory of {id}"),
-                detail: "items stored without the task's memory row".into(),
-            })?;
-            push_item(m, &id, list, text)?;
+            out.item(&id, list, text)?;
         }
-        out.into_iter()
-            .map(|(id, m)| {
-                let tid = TaskId::new(&id).map_err(|e| StoreError::Decode {
-                    what: format!("memory of {id}"),
-                    detail: e.to_string(),
-                })?;
-                Ok((tid, m))
-            })
-            .collect()
+        out.finish()
     }
 
     fn request(&self, key: &str) -> Result<Option<String>, StoreError> {

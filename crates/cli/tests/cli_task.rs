@@ -1063,3 +1063,37 @@ fn awkward_titles_never_look_like_tampering() {
     );
     ws.check_ok();
 }
+
+/// A write that leaves the frontmatter as it is (a memory merge) does not rewrite
+/// TASK.md; one that finds it tampered still restores it and records the tamper in the
+/// same write.
+#[test]
+fn a_merge_rewrites_task_md_only_to_restore_the_mirror() {
+    use std::os::unix::fs::MetadataExt;
+    let ws = Workspace::new("merge-mirror");
+    ws.create("t", &[]);
+    ws.to("t", "working");
+    ws.add_section("t", "Scratch", "agent notes");
+    let before = ws.read_task_md("t");
+    let ino = std::fs::metadata(ws.task_md("t")).unwrap().ino();
+    let delta = ws.write("d.json", r#"{"decisions": ["a"]}"#);
+    ws.ok(&["memory", "merge", "t", delta.to_str().unwrap()]);
+    assert_eq!(ws.read_task_md("t"), before, "the file is as it was");
+    assert_eq!(
+        std::fs::metadata(ws.task_md("t")).unwrap().ino(),
+        ino,
+        "and was not replaced"
+    );
+    ws.set_frontmatter("t", "status", "done");
+    ws.ok(&["memory", "merge", "t", delta.to_str().unwrap()]);
+    assert_eq!(ws.frontmatter("t", "status").as_deref(), Some("working"));
+    let tamper = ws.events("tamper.ignored", Some("t"));
+    let merged = ws.events("memory.merged", Some("t")).pop().unwrap();
+    assert_eq!(tamper.len(), 1, "{tamper:?}");
+    assert_eq!(
+        tamper[0]["version"], merged["version"],
+        "in the merge's write"
+    );
+    assert!(ws.read_task_md("t").contains("agent notes"));
+    ws.check_ok();
+}

@@ -296,10 +296,10 @@ impl Engine {
         })
     }
 
-    /// After a write's commit: rewrites the views (TASK.md only when its mirror changes:
-    /// a write that leaves the frontmatter as read, such as a memory merge, spares a
-    /// second read of the file; an agent's edit since the read is left to the next write,
-    /// which records any tamper), releases the task's lock, and flushes the commit.
+    /// After a write's commit: rewrites the views (TASK.md from the text the write read
+    /// under the lock, so a write that leaves the frontmatter as it was, such as a memory
+    /// merge, touches no file; the text is read again only before replacing the file),
+    /// releases the task's lock, and flushes the commit.
     /// Nothing reports the write done before the flush returns; releasing the lock first
     /// lets the next writer commit meanwhile, and one flush can then cover both (group
     /// commit).
@@ -310,7 +310,6 @@ impl Engine {
         doc: &mut Doc,
     ) -> Result<(), EngineError> {
         if let Some(t) = &change.after
-            && !doc.mirrors(t)
             && let Err(e) = taskfile::sync_from(&self.ws, t, doc.text.take())
         {
             eprintln!("warning: {}: {e}", self.task_file_shown(t.id()));

@@ -20,16 +20,6 @@ pub struct Doc {
     pub text: Option<String>,
 }
 
-impl Doc {
-    /// Does the TASK.md read already hold `task`'s frontmatter mirror exactly (so
-    /// [`sync`] would leave the file as it was read)?
-    pub fn mirrors(&self, task: &Task) -> bool {
-        self.text
-            .as_deref()
-            .is_some_and(|text| artifact::with_frontmatter(text, &artifact::mirror(task)) == text)
-    }
-}
-
 /// Reads and parses a task's TASK.md. A missing file has no artifacts (it is recreated
 /// after the next commit); a symlinked, oversized or non-UTF-8 file is refused.
 pub fn read(ws: &Workspace, task: &Task) -> Result<Doc, FileError> {

@@ -541,7 +541,7 @@ fn child_merges(dir: &str, n: usize, k: usize) {
             decisions: vec![format!("p{k}-{i}")],
             ..Default::default()
         };
-        eng.merge_memory(&id, &delta, None).unwrap();
+        eng.merge_memory(&id, &delta).unwrap();
     }
 }
 

@@ -96,7 +96,7 @@ fn read_delta(file: &str) -> Result<MemoryDelta, CliError> {
 
 fn merge(app: &App, id: &warden_core::model::TaskId, file: &str) -> Result<(), CliError> {
     let delta = read_delta(file)?;
-    if let Written::Done(..) = app.merge_memory(id, &delta, None)? {
+    if let Written::Done(..) = app.merge_memory(id, &delta)? {
         if app.json {
             // The memory as it is now: this merge and any that landed since.
             let m = app.store.memory(id)?.unwrap_or_default();

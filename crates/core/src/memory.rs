@@ -433,6 +433,23 @@ mod tests {
     }
 
     #[test]
+    fn lists_are_numbered_as_stores_keep_them() {
+        // Stores keep an item's list as its index in LISTS: each index must name the
+        // field `lists()` and `list_mut` use at that index.
+        for (i, name) in LISTS.iter().enumerate() {
+            let mut m = Memory::default();
+            m.list_mut(i).unwrap().push("x".into());
+            let json = serde_json::to_value(&m).unwrap();
+            assert_eq!(json[name], serde_json::json!(["x"]), "list {i}");
+            let d: MemoryDelta =
+                serde_json::from_value(serde_json::json!({ *name: ["x"] })).unwrap();
+            assert_eq!(d.lists()[i], ["x".to_owned()], "list {i}");
+        }
+        assert!(Memory::default().list_mut(LISTS.len()).is_none());
+        assert_eq!(LISTS[HISTORY], "history");
+    }
+
+    #[test]
     fn memory_json_has_exactly_seven_fields() {
         let json = serde_json::to_value(Memory::default()).unwrap();
         let keys: Vec<&String> = json.as_object().unwrap().keys().collect();

@@ -340,7 +340,7 @@ pub fn memory_get(eng: &Engine, id: &TaskId) -> Res {
 
 /// `memory_merge`: one transaction, as `warden memory merge`; returns the memory after it.
 pub fn memory_merge(eng: &Engine, id: &TaskId, delta: MemoryDelta) -> Res {
-    eng.merge_memory(id, &delta, None)?;
+    eng.merge_memory(id, &delta)?;
     memory_get(eng, id)
 }
 

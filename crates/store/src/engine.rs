@@ -197,15 +197,10 @@ impl Engine {
     /// write that records `memory.merged` and appends the capped delta in the same
     /// transaction. It never reads the stored memory, so a merge costs the same however
     /// long the memory is, and concurrent merges never lose an item.
-    pub fn merge_memory(
-        &self,
-        id: &TaskId,
-        delta: &MemoryDelta,
-        request: Option<&str>,
-    ) -> Result<Written, EngineError> {
+    pub fn merge_memory(&self, id: &TaskId, delta: &MemoryDelta) -> Result<Written, EngineError> {
         let append = memory::append_of(delta, &self.memory_caps());
         let shown = self.task_file_shown(id);
-        self.write_task(id, request, |t, _doc| {
+        self.write_task(id, None, |t, _doc| {
             let change = ops::record(
                 t,
                 vec![EventKind::MemoryMerged {
@@ -309,10 +304,8 @@ impl Engine {
         change: &Change,
         doc: &mut Doc,
     ) -> Result<(), EngineError> {
-        if let Some(t) = &change.after
-            && let Err(e) = taskfile::sync_from(&self.ws, t, doc.text.take())
-        {
-            eprintln!("warning: {}: {e}", self.task_file_shown(t.id()));
+        if let Some(t) = &change.after {
+            self.mirror(t, doc.text.take());
         }
         self.sync_state_md();
         drop(lock);
@@ -405,14 +398,18 @@ impl Engine {
     /// it is kept (it exists because `state --write` was used). The store is the truth;
     /// a file that cannot be written is a warning on stderr, never a failure.
     pub fn after_commit(&self, changes: &[Change]) {
-        for ch in changes {
-            if let Some(t) = &ch.after
-                && let Err(e) = taskfile::sync(&self.ws, t)
-            {
-                eprintln!("warning: {}: {e}", self.task_file_shown(t.id()));
-            }
+        for t in changes.iter().filter_map(|ch| ch.after.as_ref()) {
+            self.mirror(t, None);
         }
         self.sync_state_md();
+    }
+
+    /// Restores a task's TASK.md mirror (see [`taskfile::sync`]); a failure is a warning,
+    /// never a lost commit.
+    fn mirror(&self, t: &Task, read: Option<String>) {
+        if let Err(e) = taskfile::sync(&self.ws, t, read) {
+            eprintln!("warning: {}: {e}", self.task_file_shown(t.id()));
+        }
     }
 
     /// Rewrites STATE.md from the store when the project keeps one.

@@ -210,18 +210,10 @@ pub fn sync_dir(dir: &Path) -> Result<(), FileError> {
 /// Replaces the view at `path` with `update(current)`, but only if nobody changed it
 /// since it was read: the file is re-read just before the rename and the update is
 /// recomputed when it differs, so an agent's concurrent body edit is never lost. Like
-/// [`write_view`], it renames without fsync (see there). Returns the text written.
+/// [`write_view`], it renames without fsync (see there). `read` is the file's text as
+/// the caller just read it, if it has (the first read is then skipped). Returns the text
+/// written.
 pub fn update_text(
-    base: &Path,
-    path: &Path,
-    update: impl FnMut(&str) -> String,
-) -> Result<String, FileError> {
-    update_text_from(base, path, None, update)
-}
-
-/// [`update_text`] starting from `read`, the file's text as the caller just read it
-/// (re-read only when it changed before the rename).
-pub fn update_text_from(
     base: &Path,
     path: &Path,
     mut read: Option<String>,
@@ -344,7 +336,7 @@ mod tests {
         let f = d.join("TASK.md");
         write_atomic(&f, b"one").unwrap();
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "one");
-        let out = update_text(&d, &f, |s| format!("{s}+two")).unwrap();
+        let out = update_text(&d, &f, None, |s| format!("{s}+two")).unwrap();
         assert_eq!(out, "one+two");
         let leftovers: Vec<_> = std::fs::read_dir(&d)
             .unwrap()

@@ -67,3 +67,45 @@ impl AllMemory {
             .collect()
     }
 }
+
+/// The memory both stores' migration tests write the old way (one JSON row) for task `a`,
+/// beside an empty one for `b`.
+#[cfg(test)]
+pub(crate) fn migration_sample() -> Memory {
+    Memory {
+        goals: vec!["g1".into(), "g2 ünï".into()],
+        decisions: (0..12).map(|i| format!("d{i}")).collect(),
+        history: vec!["h1".into(), "h2".into()],
+        open_issues: vec!["o".into()],
+        next_focus: "f".into(),
+        ..Memory::default()
+    }
+}
+
+/// After a migration of [`migration_sample`]: every memory reads back as it was, in
+/// order, and a merge continues after the migrated items.
+#[cfg(test)]
+pub(crate) fn check_migrated(s: &dyn crate::Store) {
+    use warden_core::memory::{self, MemoryCaps, MemoryDelta};
+    let id = |s: &str| TaskId::new(s).unwrap();
+    let old = migration_sample();
+    assert_eq!(s.memory(&id("a")).unwrap(), Some(old.clone()));
+    assert_eq!(s.memory(&id("b")).unwrap(), Some(Memory::default()));
+    assert_eq!(s.memory(&id("c")).unwrap(), None);
+    assert_eq!(s.all_memory().unwrap().len(), 2);
+    let caps = MemoryCaps::default();
+    let d = MemoryDelta {
+        decisions: vec!["d12".into()],
+        history: vec!["h3".into(), "h4".into()],
+        ..Default::default()
+    };
+    s.commit(crate::Batch {
+        memory: vec![(id("a"), memory::append_of(&d, &caps))],
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(
+        s.memory(&id("a")).unwrap(),
+        Some(memory::merge(&old, &d, &caps))
+    );
+}

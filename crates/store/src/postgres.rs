@@ -1040,13 +1040,7 @@ mod tests {
         let Some(db) = testing::database("version_1_memory_rows_become_items_in_order") else {
             return;
         };
-        let old = Memory {
-            goals: vec!["g1".into(), "g2 ünï".into()],
-            decisions: (0..12).map(|i| format!("d{i}")).collect(),
-            history: vec!["h1".into(), "h2".into()],
-            next_focus: "f".into(),
-            ..Memory::default()
-        };
+        let old = crate::memory_rows::migration_sample();
         {
             let mut c = Client::connect(&db.url, postgres::NoTls).unwrap();
             let mut tx = c.transaction().unwrap();
@@ -1067,34 +1061,7 @@ mod tests {
             tx.commit().unwrap();
         }
         let s = PgStore::open(&db.url, 5000).unwrap();
-        assert_eq!(
-            s.memory(&TaskId::new("a").unwrap()).unwrap(),
-            Some(old.clone())
-        );
-        assert_eq!(
-            s.memory(&TaskId::new("b").unwrap()).unwrap(),
-            Some(Memory::default())
-        );
-        assert_eq!(s.memory(&TaskId::new("c").unwrap()).unwrap(), None);
-        let caps = warden_core::memory::MemoryCaps::default();
-        let d = warden_core::memory::MemoryDelta {
-            decisions: vec!["d12".into()],
-            history: vec!["h3".into(), "h4".into()],
-            ..Default::default()
-        };
-        s.commit(Batch {
-            memory: vec![(
-                TaskId::new("a").unwrap(),
-                warden_core::memory::append_of(&d, &caps),
-            )],
-            ..Default::default()
-        })
-        .unwrap();
-        assert_eq!(
-            s.memory(&TaskId::new("a").unwrap()).unwrap(),
-            Some(warden_core::memory::merge(&old, &d, &caps))
-        );
-        assert_eq!(s.all_memory().unwrap().len(), 2);
+        crate::memory_rows::check_migrated(&s);
     }
 
     #[test]

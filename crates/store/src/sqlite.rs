@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use warden_core::event::{Event, EventKind};
-
 use warden_core::memory::{self, Memory, MemoryAppend};
 use warden_core::model::{Task, TaskId};
 
@@ -877,14 +876,7 @@ mod tests {
         drop(s);
         std::fs::remove_file(&path).unwrap();
         let _ = std::fs::remove_file(wal_path(&path));
-        let old = Memory {
-            goals: vec!["g1".into(), "g2 ünï".into()],
-            decisions: (0..12).map(|i| format!("d{i}")).collect(),
-            history: vec!["h1".into(), "h2".into()],
-            open_issues: vec!["o".into()],
-            next_focus: "f".into(),
-            ..Memory::default()
-        };
+        let old = crate::memory_rows::migration_sample();
         {
             let c = Connection::open(&path).unwrap();
             c.execute_batch(MIGRATIONS[0]).unwrap();
@@ -898,32 +890,7 @@ mod tests {
             .unwrap();
         }
         let s = SqliteStore::open(&path, 5000).unwrap();
-        assert_eq!(
-            s.memory(&TaskId::new("a").unwrap()).unwrap(),
-            Some(old.clone())
-        );
-        assert_eq!(
-            s.memory(&TaskId::new("b").unwrap()).unwrap(),
-            Some(Memory::default())
-        );
-        assert_eq!(s.memory(&TaskId::new("c").unwrap()).unwrap(), None);
-        assert_eq!(s.all_memory().unwrap().len(), 2);
-        // Merges continue after the migrated items.
-        let caps = memory::MemoryCaps::default();
-        let d = memory::MemoryDelta {
-            decisions: vec!["d12".into()],
-            history: vec!["h3".into(), "h4".into()],
-            ..Default::default()
-        };
-        s.commit(Batch {
-            memory: vec![(TaskId::new("a").unwrap(), memory::append_of(&d, &caps))],
-            ..Default::default()
-        })
-        .unwrap();
-        assert_eq!(
-            s.memory(&TaskId::new("a").unwrap()).unwrap(),
-            Some(memory::merge(&old, &d, &caps))
-        );
+        crate::memory_rows::check_migrated(&s);
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -57,21 +57,17 @@ pub fn doc_of(text: &str, task: &Task) -> Doc {
 }
 
 /// Creates TASK.md (skeleton) if missing, else restores the frontmatter mirror to the
-/// stored truth, keeping the body byte for byte.
-pub fn sync(ws: &Workspace, task: &Task) -> Result<(), FileError> {
-    sync_from(ws, task, None)
-}
-
-/// [`sync`] from the text of TASK.md as the caller read it moments ago (under the task's
-/// lock): no second read unless the file changed since.
-pub fn sync_from(ws: &Workspace, task: &Task, read: Option<String>) -> Result<(), FileError> {
+/// stored truth, keeping the body byte for byte. `read` is TASK.md's text as the caller
+/// read it moments ago (under the task's lock), if it has: the file is then read again
+/// only before it is replaced, and not at all when the mirror is already true.
+pub fn sync(ws: &Workspace, task: &Task, read: Option<String>) -> Result<(), FileError> {
     let dir = ws.task_dir(task.id());
     if read.is_none() {
         files::create_dir(&ws.dir, &dir)?;
     }
     let path = ws.task_file(task.id());
     let fm = artifact::mirror(task);
-    match files::update_text_from(&ws.dir, &path, read, |cur| {
+    match files::update_text(&ws.dir, &path, read, |cur| {
         artifact::with_frontmatter(cur, &fm)
     }) {
         Ok(_) => Ok(()),

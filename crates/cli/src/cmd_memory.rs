@@ -1,14 +1,13 @@
 //! `warden memory …`: per-task structured memory (seed 003). Merges are one transaction
 //! each, fenced by the task version, so concurrent merges never lose an item.
 
-use std::io::Read;
-
 use clap::Subcommand;
 use serde_json::json;
-use warden_core::memory::{self, MemoryDelta};
+use warden_app::Result;
+use warden_core::failure::Failure;
+use warden_core::memory;
 
-use crate::app::{App, Global, Written, id_or_env};
-use crate::error::CliError;
+use crate::ctx::{Global, id_or_env};
 use crate::out;
 
 #[derive(Subcommand, Debug)]
@@ -35,15 +34,13 @@ pub enum MemoryCmd {
     },
 }
 
-pub fn run(g: &Global, cmd: MemoryCmd) -> Result<(), CliError> {
-    let app = App::open(g)?;
+pub fn run(g: &Global, cmd: MemoryCmd) -> Result<()> {
+    let app = g.open()?;
     match cmd {
         MemoryCmd::Show { id } => {
-            let id = id_or_env(id)?;
-            app.get(&id)?;
-            let m = app.store.memory(&id)?.unwrap_or_default();
-            if app.json {
-                out::json(&json!(m));
+            let m = app.memory(&id_or_env(id)?)?;
+            if g.json {
+                out::json(&m);
             } else {
                 let r = memory::render(&m);
                 out::line(if r.is_empty() { "(no memory yet)" } else { &r });
@@ -52,12 +49,11 @@ pub fn run(g: &Global, cmd: MemoryCmd) -> Result<(), CliError> {
         }
         MemoryCmd::Dump { id } => {
             let id = id_or_env(id)?;
-            app.get(&id)?;
-            let m = app.store.memory(&id)?.unwrap_or_default();
-            if app.json {
-                out::json(&json!({"id": id, "block": memory::block(&m)}));
+            let block = app.memory_block(&id)?;
+            if g.json {
+                out::json(&json!({"id": id, "block": block}));
             } else {
-                out::line(&memory::block(&m));
+                out::line(&block);
             }
             Ok(())
         }
@@ -65,45 +61,17 @@ pub fn run(g: &Global, cmd: MemoryCmd) -> Result<(), CliError> {
             let (id, file) = match args.as_slice() {
                 [file] => (id_or_env(None)?, file.clone()),
                 [id, file] => (id_or_env(Some(id.clone()))?, file.clone()),
-                _ => return Err(CliError::usage("usage: warden memory merge [ID] FILE|-")),
+                _ => return Err(Failure::usage("usage: warden memory merge [ID] FILE|-")),
             };
-            merge(&app, &id, &file)
+            let delta = warden_app::memory::read_delta(std::path::Path::new(&file))?;
+            let m = app.merge_memory(&id, &delta)?;
+            if g.json {
+                // The memory as it is now: this merge and any that landed since.
+                out::json(&m);
+            } else {
+                out::line(&format!("{id}: memory merged"));
+            }
+            Ok(())
         }
     }
-}
-
-fn read_delta(file: &str) -> Result<MemoryDelta, CliError> {
-    let mut text = String::new();
-    let limit = warden_store::files::MAX_FILE_BYTES;
-    let shown = if file == "-" { "stdin" } else { file };
-    let read = if file == "-" {
-        std::io::stdin().take(limit + 1).read_to_string(&mut text)
-    } else {
-        std::fs::File::open(file).and_then(|f| f.take(limit + 1).read_to_string(&mut text))
-    };
-    read.map_err(|e| CliError::usage(format!("cannot read the memory delta from {shown}: {e}")))?;
-    if text.len() as u64 > limit {
-        return Err(CliError::refused(format!(
-            "refused: the memory delta in {shown} is over 1 MiB; send a smaller delta"
-        )));
-    }
-    serde_json::from_str(&text).map_err(|e| {
-        CliError::refused(format!(
-            "refused: the memory delta in {shown} is not valid: {e}; send a JSON object with goals, constraints, decisions, hypotheses, history, open_issues (lists of strings) and next_focus (a string)"
-        ))
-    })
-}
-
-fn merge(app: &App, id: &warden_core::model::TaskId, file: &str) -> Result<(), CliError> {
-    let delta = read_delta(file)?;
-    if let Written::Done(..) = app.merge_memory(id, &delta)? {
-        if app.json {
-            // The memory as it is now: this merge and any that landed since.
-            let m = app.store.memory(id)?.unwrap_or_default();
-            out::json(&json!(m));
-        } else {
-            out::line(&format!("{id}: memory merged"));
-        }
-    }
-    Ok(())
 }

@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use warden_app::supervisor::{Mode, Options, RunEvent, Supervisor};
+use warden_core::failure::Failure;
 use warden_core::progress::Progress;
 use warden_core::tree::TreeIndex;
-use warden_runner::supervisor::{Mode, Options, RunEvent, Supervisor};
 use warden_store::{Engine, files};
 
-use crate::app::{Global, find_workspace};
-use crate::error::CliError;
+use crate::ctx::Global;
 use crate::out;
 
 #[derive(Args, Debug)]
@@ -33,22 +33,22 @@ pub struct RunArgs {
     session: Option<String>,
 }
 
-pub fn run(g: &Global, a: RunArgs) -> Result<(), CliError> {
-    let ws = find_workspace(g)?;
+pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
+    let ws = g.workspace()?;
     let engine = Engine::open(ws.clone(), warden_core::event::Actor::Runner)?;
     let mode = match a.session.as_deref().unwrap_or(&engine.config.agent.session) {
         "process" => Mode::Process,
         "tmux" => Mode::Tmux,
         other => {
-            return Err(CliError::usage(format!(
+            return Err(Failure::usage(format!(
                 "--session {other:?} is not a session mode; use process or tmux"
             )));
         }
     };
     if a.max_parallel == 0 {
-        return Err(CliError::usage("--max-parallel must be at least 1"));
+        return Err(Failure::usage("--max-parallel must be at least 1"));
     }
-    let exe = std::env::current_exe().map_err(|e| CliError::internal(e.to_string()))?;
+    let exe = std::env::current_exe().map_err(|e| Failure::internal(e.to_string()))?;
     let opts = Options {
         max_parallel: a.max_parallel,
         until_idle: a.until_idle,
@@ -59,7 +59,7 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), CliError> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| CliError::internal(format!("cannot install signal handlers: {e}")))?;
+            .map_err(|e| Failure::internal(format!("cannot install signal handlers: {e}")))?;
     }
     let resumed = files::read_text(&ws.dir, &ws.continue_md()).ok();
     if let Some(text) = &resumed {
@@ -107,7 +107,7 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), CliError> {
     if interrupted {
         write_continue(&ws, "interrupted by a signal");
     } else if let Err(e) = &result {
-        write_continue(&ws, &format!("error: {}", e.message()));
+        write_continue(&ws, &format!("error: {e}"));
     }
     result?;
     let tasks = engine.tasks()?;
@@ -211,7 +211,7 @@ fn write_continue(ws: &warden_store::Workspace, why: &str) {
 }
 
 /// `warden session-run SPEC.json` (hidden): hosts one process session and reports its end.
-pub fn session_run(spec: &std::path::Path) -> Result<(), CliError> {
-    let code = warden_runner::supervisor::session_run(spec).map_err(CliError::internal)?;
+pub fn session_run(spec: &std::path::Path) -> Result<(), Failure> {
+    let code = warden_app::supervisor::session_run(spec).map_err(Failure::internal)?;
     std::process::exit(code.clamp(0, 255));
 }

@@ -23,7 +23,7 @@ use std::process::Command;
 
 use clap::Args;
 
-use crate::error::CliError;
+use warden_core::failure::Failure;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -38,33 +38,32 @@ pub struct SimArgs {
     silent_reviewer: bool,
 }
 
-fn env(name: &str) -> Result<String, CliError> {
+fn env(name: &str) -> Result<String, Failure> {
     std::env::var(name).map_err(|_| {
-        CliError::usage(format!(
+        Failure::usage(format!(
             "agent-sim runs inside a Warden session; {name} is not set"
         ))
     })
 }
 
-fn warden(args: &[&str]) -> Result<i32, CliError> {
-    let exe = std::env::current_exe().map_err(|e| CliError::internal(e.to_string()))?;
+fn warden(args: &[&str]) -> Result<i32, Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure::internal(e.to_string()))?;
     let st = Command::new(exe)
         .args(args)
         .status()
-        .map_err(|e| CliError::internal(format!("cannot run warden: {e}")))?;
+        .map_err(|e| Failure::internal(format!("cannot run warden: {e}")))?;
     Ok(st.code().unwrap_or(-1))
 }
 
-fn append(path: &Path, text: &str) -> Result<(), CliError> {
-    let mut body = std::fs::read_to_string(path).map_err(|e| {
-        CliError::internal(format!("agent-sim cannot read {}: {e}", path.display()))
-    })?;
+fn append(path: &Path, text: &str) -> Result<(), Failure> {
+    let mut body = std::fs::read_to_string(path)
+        .map_err(|e| Failure::internal(format!("agent-sim cannot read {}: {e}", path.display())))?;
     if !body.ends_with('\n') {
         body.push('\n');
     }
     body.push_str(text);
     std::fs::write(path, body)
-        .map_err(|e| CliError::internal(format!("agent-sim cannot write {}: {e}", path.display())))
+        .map_err(|e| Failure::internal(format!("agent-sim cannot write {}: {e}", path.display())))
 }
 
 /// Counts this scenario's sessions for the task, in a file beside TASK.md.
@@ -79,7 +78,7 @@ fn bump(task_file: &Path, name: &str) -> u32 {
     n
 }
 
-pub fn run(a: SimArgs) -> Result<(), CliError> {
+pub fn run(a: SimArgs) -> Result<(), Failure> {
     let id = env("WARDEN_TASK_ID")?;
     let task_file = PathBuf::from(env("WARDEN_TASK_FILE")?);
     let role = env("WARDEN_ROLE")?;
@@ -146,19 +145,19 @@ pub fn run(a: SimArgs) -> Result<(), CliError> {
             let code = warden(&["task", "update", &id, "--status", to])?;
             std::process::exit(code);
         }
-        (r, _) => Err(CliError::usage(format!(
+        (r, _) => Err(Failure::usage(format!(
             "agent-sim: unknown role {r:?}; expected worker or reviewer"
         ))),
     }
 }
 
-fn task_json(id: &str) -> Result<serde_json::Value, CliError> {
-    let exe = std::env::current_exe().map_err(|e| CliError::internal(e.to_string()))?;
+fn task_json(id: &str) -> Result<serde_json::Value, Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure::internal(e.to_string()))?;
     let o = Command::new(exe)
         .args(["--json", "task", "show", id])
         .output()
-        .map_err(|e| CliError::internal(e.to_string()))?;
-    serde_json::from_slice(&o.stdout).map_err(|e| CliError::internal(e.to_string()))
+        .map_err(|e| Failure::internal(e.to_string()))?;
+    serde_json::from_slice(&o.stdout).map_err(|e| Failure::internal(e.to_string()))
 }
 
 fn find_token(text: &str) -> Option<String> {

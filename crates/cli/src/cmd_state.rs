@@ -2,14 +2,10 @@
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use warden_core::event::Event;
-use warden_core::history;
-use warden_core::prompt;
-use warden_core::state_md;
-use warden_store::files;
+use warden_app::Result;
+use warden_core::failure::Failure;
 
-use crate::app::{App, Global, id_or_env};
-use crate::error::CliError;
+use crate::ctx::{Global, id_or_env};
 use crate::out;
 
 #[derive(Args, Debug)]
@@ -39,72 +35,37 @@ pub enum StateCmd {
     Verify,
 }
 
-pub fn prompt(g: &Global, a: PromptArgs) -> Result<(), CliError> {
-    let app = App::open(g)?;
-    let id = id_or_env(a.id)?;
-    let t = app.get(&id)?;
-    let text = render_prompt(&app, &t)?;
-    if app.json {
-        let kind = prompt::prompt_kind(&t).map(|k| k.as_str());
-        out::json(&json!({"id": id, "kind": kind, "prompt": text}));
+pub fn prompt(g: &Global, a: PromptArgs) -> Result<()> {
+    let app = g.open()?;
+    let p = app.prompt(&id_or_env(a.id)?)?;
+    if g.json {
+        out::json(&p);
     } else {
-        out::print(&text);
-        if !text.ends_with('\n') {
+        out::print(&p.prompt);
+        if !p.prompt.ends_with('\n') {
             out::line("");
         }
     }
     Ok(())
 }
 
-/// The prompt for a task's current status (see [`warden_store::Engine::prompt`]).
-pub fn render_prompt(app: &App, t: &warden_core::model::Task) -> Result<String, CliError> {
-    Ok(app.engine.prompt(t, None)?)
-}
-
-fn event_json(e: &Event) -> serde_json::Value {
-    let (from, to) = e.kind.transition().unzip();
-    json!({
-        "seq": e.seq,
-        "at": e.at.to_string(),
-        "task": e.task,
-        "type": e.kind.type_name(),
-        "from": from.map(|s| s.as_str()),
-        "to": to.map(|s| s.as_str()),
-        "reason": e.kind.reason(),
-        "actor": e.actor.as_str(),
-        "version": e.version,
-        "data": e.kind,
-    })
-}
-
-pub fn history(g: &Global, a: HistoryArgs) -> Result<(), CliError> {
-    let app = App::open(g)?;
-    let id = match a.id {
-        Some(s) => {
-            let id = crate::app::task_id(&s)?;
-            if app.store.get(&id)?.is_none() && app.store.events(Some(&id))?.is_empty() {
-                return Err(CliError::not_found(format!(
-                    "no task {id}; list tasks with `warden task list`"
-                )));
-            }
-            Some(id)
-        }
-        None => None,
-    };
-    let events = app.store.events(id.as_ref())?;
+pub fn history(g: &Global, a: HistoryArgs) -> Result<()> {
+    let app = g.open()?;
+    let id = a.id.as_deref().map(warden_app::task_id).transpose()?;
+    let events = app.history(id.as_ref(), None)?;
     let mut s = String::new();
     for e in &events {
-        if app.json {
-            s.push_str(&serde_json::to_string(&event_json(e)).unwrap_or_default());
+        if g.json {
+            s.push_str(&serde_json::to_string(e).unwrap_or_default());
             s.push('\n');
         } else {
-            let what = match e.kind.transition() {
-                Some((f, t)) => format!("{} {f} → {t}", e.kind.type_name()),
-                None => e.kind.type_name().to_owned(),
+            let what = match (e.from, e.to) {
+                (Some(f), Some(t)) => format!("{} {f} → {t}", e.kind),
+                _ => e.kind.to_owned(),
             };
             let reason = e
-                .kind
-                .reason()
+                .reason
+                .as_deref()
                 .map(|r| format!("  ({r})"))
                 .unwrap_or_default();
             s.push_str(&format!(
@@ -116,25 +77,26 @@ pub fn history(g: &Global, a: HistoryArgs) -> Result<(), CliError> {
             ));
         }
     }
-    if s.is_empty() && !app.json {
+    if s.is_empty() && !g.json {
         s.push_str("no events\n");
     }
     out::print(&s);
     Ok(())
 }
 
-pub fn state(g: &Global, a: StateArgs) -> Result<(), CliError> {
-    let app = App::open(g)?;
+pub fn state(g: &Global, a: StateArgs) -> Result<()> {
+    let app = g.open()?;
     match a.cmd {
-        Some(StateCmd::Verify) => verify(&app),
+        Some(StateCmd::Verify) => verify(g, &app),
         None => {
-            let text = app.render_state()?;
-            if a.write {
-                files::write_atomic(&app.ws.state_md(), text.as_bytes())?;
-            }
-            if app.json {
+            let text = if a.write {
+                app.write_state_md()?
+            } else {
+                app.state_md()?
+            };
+            if g.json {
                 out::json(&json!({
-                    "path": a.write.then(|| app.shown(&app.ws.state_md())),
+                    "path": a.write.then(|| app.ws().display(&app.ws().state_md())),
                     "state_md": text,
                 }));
             } else {
@@ -145,33 +107,15 @@ pub fn state(g: &Global, a: StateArgs) -> Result<(), CliError> {
     }
 }
 
-fn verify(app: &App) -> Result<(), CliError> {
-    let path = app.ws.state_md();
-    let text = match files::read_text(&app.ws.dir, &path) {
-        Ok(t) => t,
-        Err(files::FileError::Missing(_)) => {
-            return Err(CliError::not_found(format!(
-                "{} does not exist; write it with `warden state --write`",
-                app.shown(&path)
-            )));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let tasks = app.tasks()?;
-    let events = app.store.events(None)?;
-    let input = app.state_input(&tasks, &events);
-    let diffs = state_md::verify(&text, &input);
-    if app.json {
-        let v: Vec<_> = diffs
-            .iter()
-            .map(|d| json!({"line": d.line, "expected": d.expected, "found": d.found}))
-            .collect();
-        out::json(&json!({"ok": diffs.is_empty(), "differences": v}));
-    } else if diffs.is_empty() {
+fn verify(g: &Global, app: &warden_app::App) -> Result<()> {
+    let v = app.verify_state()?;
+    if g.json {
+        out::json(&serde_json::json!({"ok": v.ok, "differences": v.differences}));
+    } else if v.ok {
         out::line("STATE.md matches the derived state");
     } else {
         let mut s = String::new();
-        for d in &diffs {
+        for d in &v.differences {
             s.push_str(&format!(
                 "line {}: expected {:?}, found {:?}\n",
                 d.line,
@@ -181,91 +125,39 @@ fn verify(app: &App) -> Result<(), CliError> {
         }
         out::print(&s);
     }
-    if diffs.is_empty() {
+    if v.ok {
         Ok(())
     } else {
-        Err(CliError::refused(format!(
-            "refused: {} differs from the derived state in {} line(s); regenerate it with `warden state --write`",
-            app.shown(&path),
-            diffs.len()
+        Err(Failure::refused(format!(
+            "{} differs from the derived state in {} line(s); regenerate it with `warden state --write`",
+            v.path,
+            v.differences.len()
         )))
     }
 }
 
 /// `warden check`: replays the event log and compares every task and memory row.
-pub fn check(g: &Global) -> Result<(), CliError> {
-    let app = App::open(g)?;
-    let events = app.store.events(None)?;
-    let stored = app.tasks()?;
-    let mut problems = Vec::new();
-    let rebuilt = match warden_core::event::replay(&events) {
-        Ok(r) => r,
-        Err(e) => {
-            problems.push(e.to_string());
-            Default::default()
-        }
-    };
-    if problems.is_empty() {
-        for t in &stored {
-            match rebuilt.get(t.id()) {
-                None => problems.push(format!("task {} is stored but no event creates it", t.id())),
-                Some(r) if r != t => problems.push(format!(
-                    "task {} differs from its replayed history (stored version {}, replayed version {})",
-                    t.id(),
-                    t.version(),
-                    r.version()
-                )),
-                Some(_) => {}
-            }
-        }
-        for id in rebuilt.keys() {
-            if !stored.iter().any(|t| t.id() == id) {
-                problems.push(format!(
-                    "task {id} exists in the history but not in the store"
-                ));
-            }
-        }
-    }
-    // Memory: fold every merge with the configured caps.
-    let caps = app.memory_caps();
-    let replayed = history::replay_memory(&events, &caps);
-    let stored_mem = app.store.all_memory()?;
-    for (id, m) in &stored_mem {
-        if replayed.get(id) != Some(m) {
-            problems.push(format!(
-                "memory of {id} differs from its merges in the history"
-            ));
-        }
-    }
-    for id in replayed.keys() {
-        if !stored_mem.iter().any(|(s, _)| s == id) && stored.iter().any(|t| t.id() == id) {
-            problems.push(format!("memory of {id} is missing from the store"));
-        }
-    }
-    if app.json {
-        out::json(&json!({
-            "ok": problems.is_empty(),
-            "events": events.len(),
-            "tasks": stored.len(),
-            "problems": problems,
-        }));
-    } else if problems.is_empty() {
+pub fn check(g: &Global) -> Result<()> {
+    let app = g.open()?;
+    let c = app.check()?;
+    if g.json {
+        out::json(&c);
+    } else if c.ok {
         out::line(&format!(
             "ok: {} events replay to the {} stored tasks",
-            events.len(),
-            stored.len()
+            c.events, c.tasks
         ));
     } else {
-        for p in &problems {
+        for p in &c.problems {
             out::line(p);
         }
     }
-    if problems.is_empty() {
+    if c.ok {
         Ok(())
     } else {
-        Err(CliError::refused(format!(
-            "refused: the store disagrees with its history in {} place(s) (listed above)",
-            problems.len()
+        Err(Failure::refused(format!(
+            "the store disagrees with its history in {} place(s) (listed above)",
+            c.problems.len()
         )))
     }
 }

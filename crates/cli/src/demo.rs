@@ -9,9 +9,9 @@ use std::process::{Command, Stdio};
 
 use clap::Args;
 
-use crate::app::Global;
-use crate::error::CliError;
+use crate::ctx::Global;
 use crate::out;
+use warden_core::failure::Failure;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -60,18 +60,18 @@ impl Demo {
     }
 
     /// Runs `warden ARGS` and returns (exit code, stdout+stderr).
-    fn warden(&self, args: &[&str]) -> Result<(i32, String), CliError> {
+    fn warden(&self, args: &[&str]) -> Result<(i32, String), Failure> {
         let o = self
             .cmd(args)
             .output()
-            .map_err(|e| CliError::internal(format!("cannot run {}: {e}", self.exe.display())))?;
+            .map_err(|e| Failure::internal(format!("cannot run {}: {e}", self.exe.display())))?;
         let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&o.stderr));
         Ok((o.status.code().unwrap_or(-1), text))
     }
 
     /// A person's command, echoed with Warden's first line of answer.
-    fn person(&self, args: &[&str]) -> Result<i32, CliError> {
+    fn person(&self, args: &[&str]) -> Result<i32, Failure> {
         let (code, text) = self.warden(args)?;
         out::line(&format!(
             "  person$ warden {}  → [{code}] {}",
@@ -82,7 +82,7 @@ impl Demo {
     }
 
     /// `warden run --until-idle`, its output streamed as it comes.
-    fn run(&self, session: &str) -> Result<(), CliError> {
+    fn run(&self, session: &str) -> Result<(), Failure> {
         out::line(&format!(
             "  person$ warden run --until-idle --session {session}"
         ));
@@ -91,22 +91,22 @@ impl Demo {
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
             .status()
-            .map_err(|e| CliError::internal(e.to_string()))?;
+            .map_err(|e| Failure::internal(e.to_string()))?;
         if !st.success() {
-            return Err(CliError::internal(
+            return Err(Failure::internal(
                 "the supervisor failed; see its output above",
             ));
         }
         Ok(())
     }
 
-    fn tasks(&self) -> Result<serde_json::Value, CliError> {
+    fn tasks(&self) -> Result<serde_json::Value, Failure> {
         let (_, text) = self.warden(&["--json", "task", "list"])?;
-        serde_json::from_str(&text).map_err(|e| CliError::internal(format!("task list: {e}")))
+        serde_json::from_str(&text).map_err(|e| Failure::internal(format!("task list: {e}")))
     }
 }
 
-fn git(root: &Path, args: &[&str]) -> Result<String, CliError> {
+fn git(root: &Path, args: &[&str]) -> Result<String, Failure> {
     let o = Command::new("git")
         .args(args)
         .current_dir(root)
@@ -115,9 +115,9 @@ fn git(root: &Path, args: &[&str]) -> Result<String, CliError> {
         .env("GIT_COMMITTER_NAME", "Demo Person")
         .env("GIT_COMMITTER_EMAIL", "person@example.invalid")
         .output()
-        .map_err(|e| CliError::internal(format!("the demo needs git: {e}")))?;
+        .map_err(|e| Failure::internal(format!("the demo needs git: {e}")))?;
     if !o.status.success() {
-        return Err(CliError::internal(format!(
+        return Err(Failure::internal(format!(
             "git {}: {}",
             args.join(" "),
             String::from_utf8_lossy(&o.stderr).trim()
@@ -126,15 +126,15 @@ fn git(root: &Path, args: &[&str]) -> Result<String, CliError> {
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
+pub fn run(_g: &Global, a: DemoArgs) -> Result<(), Failure> {
     if a.session != "process" && a.session != "tmux" {
-        return Err(CliError::usage("--session takes process or tmux"));
+        return Err(Failure::usage("--session takes process or tmux"));
     }
     let started = std::time::Instant::now();
-    let exe = std::env::current_exe().map_err(|e| CliError::internal(e.to_string()))?;
+    let exe = std::env::current_exe().map_err(|e| Failure::internal(e.to_string()))?;
     let (root, temp) = match a.keep {
         Some(d) => {
-            std::fs::create_dir_all(&d).map_err(|e| CliError::usage(e.to_string()))?;
+            std::fs::create_dir_all(&d).map_err(|e| Failure::usage(e.to_string()))?;
             (d, false)
         }
         None => {
@@ -143,7 +143,7 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
                 std::process::id(),
                 jiff::Timestamp::now().as_millisecond()
             ));
-            std::fs::create_dir_all(&d).map_err(|e| CliError::internal(e.to_string()))?;
+            std::fs::create_dir_all(&d).map_err(|e| Failure::internal(e.to_string()))?;
             (d, true)
         }
     };
@@ -168,23 +168,23 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), CliError> {
     result
 }
 
-fn script(d: &Demo, session: &str) -> Result<(), CliError> {
+fn script(d: &Demo, session: &str) -> Result<(), Failure> {
     out::line("Warden demo: a sample plan run by the supervisor with simulated agents.\n");
     let root = &d.root;
     git(root, &["init", "-q", "-b", "main"])?;
     std::fs::write(root.join("README.md"), "# demo app\n")
-        .map_err(|e| CliError::internal(e.to_string()))?;
+        .map_err(|e| Failure::internal(e.to_string()))?;
     git(root, &["add", "README.md"])?;
     git(root, &["commit", "-q", "-m", "initial commit"])?;
     // The person's own work in progress: Warden must never touch it.
     std::fs::write(root.join("README.md"), "# demo app\n\nwork in progress\n")
-        .map_err(|e| CliError::internal(e.to_string()))?;
+        .map_err(|e| Failure::internal(e.to_string()))?;
     std::fs::write(root.join("notes.txt"), "untracked notes\n")
-        .map_err(|e| CliError::internal(e.to_string()))?;
+        .map_err(|e| Failure::internal(e.to_string()))?;
 
     d.person(&["init"])?;
     let cfg = root.join(".warden/warden.toml");
-    let text = std::fs::read_to_string(&cfg).map_err(|e| CliError::internal(e.to_string()))?;
+    let text = std::fs::read_to_string(&cfg).map_err(|e| Failure::internal(e.to_string()))?;
     let exe = d
         .exe
         .display()
@@ -195,12 +195,12 @@ fn script(d: &Demo, session: &str) -> Result<(), CliError> {
         "command = [\"claude\", \"-p\", \"{prompt}\"]",
         &format!("command = [\"{exe}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]"),
     );
-    std::fs::write(&cfg, text).map_err(|e| CliError::internal(e.to_string()))?;
+    std::fs::write(&cfg, text).map_err(|e| Failure::internal(e.to_string()))?;
     out::line(
         "  (agent.command set to the simulated agent: `warden agent-sim --prompt {prompt_file}`)",
     );
     std::fs::write(root.join(".warden/plan.json"), PLAN)
-        .map_err(|e| CliError::internal(e.to_string()))?;
+        .map_err(|e| Failure::internal(e.to_string()))?;
     d.person(&["plan", "import", ".warden/plan.json"])?;
     d.person(&["state", "--write"])?;
 

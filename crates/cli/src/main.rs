@@ -1,15 +1,14 @@
 //! The `warden` binary: command-line parsing, dispatch, and the mapping of every error
 //! kind onto the documented exit codes (DESIGN.md section 4).
 
-mod app;
 mod cmd_memory;
 mod cmd_plan;
 mod cmd_run;
 mod cmd_sim;
 mod cmd_state;
 mod cmd_task;
+mod ctx;
 mod demo;
-mod error;
 mod out;
 
 use std::path::PathBuf;
@@ -17,7 +16,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::error::CliError;
+use warden_core::failure::Failure;
+
+use crate::ctx::Global;
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 ok · 1 refused (illegal transition, failed gate or guard, invalid input)
@@ -121,20 +122,21 @@ struct McpArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let json = cli.json;
     let code = match run(cli) {
         Ok(()) => 0,
-        Err(e) => e.report(),
+        Err(e) => out::failure(&e, json),
     };
-    ExitCode::from(code as u8)
+    ExitCode::from(code)
 }
 
-fn run(cli: Cli) -> Result<(), CliError> {
-    let g = app::Global {
+fn run(cli: Cli) -> Result<(), Failure> {
+    let g = Global {
         dir: cli.dir,
         json: cli.json,
     };
     match cli.command {
-        Command::Init(a) => app::init(&g, a.store.as_deref()),
+        Command::Init(a) => init(&g, a.store.as_deref()),
         Command::Task(c) => cmd_task::run(&g, c),
         Command::Plan(c) => cmd_plan::run(&g, c),
         Command::Memory(c) => cmd_memory::run(&g, c),
@@ -143,15 +145,32 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::State(a) => cmd_state::state(&g, a),
         Command::Run(a) => cmd_run::run(&g, a),
         Command::Check => cmd_state::check(&g),
-        Command::Dashboard => warden_dashboard::run(app::find_workspace(&g)?)
-            .map_err(|e| CliError::new(e.exit_code(), e.message())),
+        Command::Dashboard => Ok(warden_dashboard::run(g.workspace()?)?),
         Command::Demo(a) => demo::run(&g, a),
         Command::Mcp(a) => {
-            let mcp_err = |e: warden_mcp::McpError| CliError::new(e.code, e.message);
-            let (role, task) = warden_mcp::resolve(a.role, a.task.as_deref()).map_err(mcp_err)?;
-            warden_mcp::run(app::find_workspace(&g)?, role, task).map_err(mcp_err)
+            let (role, task) = warden_mcp::resolve(a.role, a.task.as_deref())?;
+            warden_mcp::run(g.workspace()?, role, task)
         }
         Command::AgentSim(a) => cmd_sim::run(a),
         Command::SessionRun { spec } => cmd_run::session_run(&spec),
     }
+}
+
+/// `warden init`.
+fn init(g: &Global, store: Option<&str>) -> Result<(), Failure> {
+    let root = match &g.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::internal(format!("cannot read the current directory: {e}")))?,
+    };
+    let done = warden_app::init(&root, store)?;
+    if g.json {
+        out::json(&done);
+    } else {
+        out::line(&format!(
+            "Initialised a Warden workspace in {}\nNext: warden task create ID --title \"…\"  (or warden plan import plan.json)",
+            done.dir
+        ));
+    }
+    Ok(())
 }

@@ -1,9 +1,11 @@
 //! Output helpers: stdout that treats a broken pipe as success, colour only on a
-//! terminal (and never with `NO_COLOR`), and the JSON shapes of DESIGN.md section 4.
+//! terminal (and never with `NO_COLOR`), JSON documents, and failures on stderr (one
+//! line and its detail, or a JSON object under `--json`).
 
 use std::io::{IsTerminal, Write};
 
-use serde_json::Value;
+use serde::Serialize;
+use warden_core::failure::Failure;
 use warden_core::model::Status;
 
 /// Writes text to stdout; a closed pipe (`warden … | head`) ends the process quietly
@@ -25,8 +27,21 @@ pub fn line(s: &str) {
 }
 
 /// Prints one JSON document.
-pub fn json(v: &Value) {
+pub fn json<T: Serialize + ?Sized>(v: &T) {
     line(&serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
+}
+
+/// Prints a failure on stderr and returns its exit status: the headline and detail lines
+/// for a person, or `{"error": {code, message, detail, refused}}` under `--json`, so a
+/// script never has to parse prose.
+pub fn failure(f: &Failure, json: bool) -> u8 {
+    if json {
+        let doc = serde_json::json!({ "error": f });
+        eprintln!("{}", serde_json::to_string(&doc).unwrap_or_default());
+    } else {
+        eprintln!("{}", f.text());
+    }
+    f.code.code()
 }
 
 /// Is colour wanted on stdout?
@@ -50,5 +65,3 @@ pub fn status(s: Status) -> String {
     };
     format!("\x1b[{code}m{s}\x1b[0m")
 }
-
-pub use warden_store::engine::task_json;

@@ -767,17 +767,25 @@ fn request_ids_apply_once_and_refusals_do_not_use_them_up() {
     ]);
     assert_eq!(v["status"], "working");
     assert_eq!(v["version"].as_u64().unwrap(), v1);
-    // Even a request that would now be legal does nothing under a used key.
-    ws.ok(&[
-        "task",
-        "update",
-        "t",
-        "--status",
-        "clarification",
-        "--request-id",
-        "k1",
-    ]);
+    // A key is bound to the request it was first used for: another request under it
+    // (another status, or another task) is refused and changes nothing.
+    for (task, to) in [("t", "clarification"), ("u0", "working")] {
+        if task == "u0" {
+            ws.create("u0", &[]);
+        }
+        let o = ws.expect(
+            &["task", "update", task, "--status", to, "--request-id", "k1"],
+            2,
+        );
+        assert!(
+            text(&o.stderr).contains("request id \"k1\" was already used for another request (task update t --status working)"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
     assert_eq!(ws.status("t"), "working");
+    assert_eq!(ws.status("u0"), "pending");
+    assert_eq!(ws.version("t"), v1);
 
     // A refused request does not use up its key.
     ws.create("u", &[]);

@@ -5,6 +5,7 @@
 pub mod artifact;
 pub mod event;
 pub mod exit;
+pub mod failure;
 pub mod history;
 pub mod memory;
 pub mod model;

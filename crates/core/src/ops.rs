@@ -12,6 +12,7 @@ use crate::event::{
     REASON_MAX_ATTEMPTS, SpecChange,
 };
 use crate::exit::{self, ExitAction, ExitDecision, ExitReport};
+use crate::failure::{ExitCode, Failure};
 use crate::model::{Limits, Phase, PhaseStatus, Role, Status, Task, TaskSpec};
 use crate::retry::{self, RetryError, RetryPlan, RetryRequest};
 use crate::workflow::{Gate, Workflow};
@@ -102,7 +103,7 @@ pub struct TransitionInput {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The task is done or cancelled.
-    #[error("refused: task {id} is {status}, which is terminal; create a new task instead")]
+    #[error("task {id} is {status}, which is terminal; create a new task instead")]
     Terminal {
         /// The task.
         id: String,
@@ -111,7 +112,7 @@ pub enum Refusal {
     },
     /// The transition is not in the workflow's map.
     #[error(
-        "refused: {from} → {to} is not allowed in the {workflow} workflow; from {from} the task can go to: {allowed}"
+        "{from} → {to} is not allowed in the {workflow} workflow; from {from} the task can go to: {allowed}"
     )]
     Illegal {
         /// Current status.
@@ -124,7 +125,7 @@ pub enum Refusal {
         allowed: String,
     },
     /// `working → agent-review` without a `## Handoff`.
-    #[error("refused: {from} → {to} needs a non-empty \"## Handoff\" section in {file}")]
+    #[error("{from} → {to} needs a non-empty \"## Handoff\" section in {file}")]
     NeedsHandoff {
         /// Current status.
         from: Status,
@@ -135,7 +136,7 @@ pub enum Refusal {
     },
     /// A review transition without the right verdict.
     #[error(
-        "refused: {from} → {to} needs a \"## Review\" section whose verdict line says {want} in {file} (found: {found})"
+        "{from} → {to} needs a \"## Review\" section whose verdict line says {want} in {file} (found: {found})"
     )]
     NeedsVerdict {
         /// Current status.
@@ -151,7 +152,7 @@ pub enum Refusal {
     },
     /// A failed review routed to the wrong place for its round.
     #[error(
-        "refused: review round {round} of {max} failed, so the task goes to {expected}, not {to}; run `warden task update --status {expected}`"
+        "review round {round} of {max} failed, so the task goes to {expected}, not {to}; run `warden task update --status {expected}`"
     )]
     WrongRound {
         /// The review round.
@@ -165,16 +166,14 @@ pub enum Refusal {
     },
     /// The guard could not be started: Warden's fault, exit 5, no attempt charged.
     #[error(
-        "refused: the postchecks could not be started ({0}); no attempt was charged — fix the check command or the environment and try again"
+        "the postchecks could not be started ({0}); no attempt was charged — fix the check command or the environment and try again"
     )]
     GuardError(String),
     /// The guard was needed but not run (a caller bug).
-    #[error(
-        "refused: the postchecks of task {0} were not run; this is a Warden bug, please report it"
-    )]
+    #[error("the postchecks of task {0} were not run; this is a Warden bug, please report it")]
     GuardNotRun(String),
     /// A phase the transition needs failed (merge-ri conflict).
-    #[error("refused: {phase} failed: {detail}; the task stays {status}")]
+    #[error("{phase} failed: {detail}; the task stays {status}")]
     PhaseFailed {
         /// The phase.
         phase: Phase,
@@ -184,10 +183,10 @@ pub enum Refusal {
         status: Status,
     },
     /// Retry refused.
-    #[error("refused: {0}")]
+    #[error("{0}")]
     Retry(#[from] RetryError),
     /// A session role that does not fit the task's status.
-    #[error("refused: task {id} is {status}; a {role} session cannot start now")]
+    #[error("task {id} is {status}; a {role} session cannot start now")]
     WrongRole {
         /// The task.
         id: String,
@@ -197,7 +196,7 @@ pub enum Refusal {
         role: Role,
     },
     /// Respawn asked while a session is alive, or in a status without sessions.
-    #[error("refused: task {id} {why}")]
+    #[error("task {id} {why}")]
     Respawn {
         /// The task.
         id: String,
@@ -205,7 +204,7 @@ pub enum Refusal {
         why: String,
     },
     /// A phase failure reported for a task that is not working.
-    #[error("refused: task {id} is {status}; only a working task runs phases")]
+    #[error("task {id} is {status}; only a working task runs phases")]
     NotWorking {
         /// The task.
         id: String,
@@ -213,19 +212,22 @@ pub enum Refusal {
         status: Status,
     },
     /// A task spec is invalid.
-    #[error("refused: {0}")]
+    #[error("{0}")]
     InvalidSpec(String),
     /// The fold rejected the events (a bug in an operation).
     #[error("internal error: {0}")]
     Internal(String),
 }
 
-impl Refusal {
-    /// The documented exit code (DESIGN 4): 1 refused, 5 internal.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Refusal::GuardError(_) | Refusal::GuardNotRun(_) | Refusal::Internal(_) => 5,
-            _ => 1,
+impl From<Refusal> for Failure {
+    /// Refusals by the rules exit 1; a guard Warden could not start is refused with exit
+    /// 5 (Warden's fault, no attempt charged); a bug is an internal error.
+    fn from(r: Refusal) -> Failure {
+        let message = r.to_string();
+        match r {
+            Refusal::GuardError(_) => Failure::refusal(ExitCode::Internal, message),
+            Refusal::GuardNotRun(_) | Refusal::Internal(_) => Failure::internal(message),
+            _ => Failure::refused(message),
         }
     }
 }

@@ -158,13 +158,13 @@ fn refusal_messages_say_what_to_do() {
     )
     .unwrap_err();
     assert_eq!(
-        e.to_string(),
+        Failure::from(e.clone()).text(),
         "refused: working → agent-review needs a non-empty \"## Handoff\" section in .warden/tasks/t1/TASK.md"
     );
-    assert_eq!(e.exit_code(), 1);
+    assert_eq!(code(&e), 1);
     let e = transition(&t, Status::Done, &input(art(true, None), None), &ctx()).unwrap_err();
     assert_eq!(
-        e.to_string(),
+        Failure::from(e.clone()).text(),
         "refused: working → done is not allowed in the review workflow; from working the task can go to: clarification, agent-review, stuck, cancelled"
     );
     let t = at(Status::AgentReview, 2);
@@ -317,7 +317,7 @@ fn guard_pass_sets_passes_and_error_refuses_without_charge() {
         &ctx(),
     )
     .unwrap_err();
-    assert_eq!(e.exit_code(), 5);
+    assert_eq!(code(&e), 5);
     let e = transition(
         &t,
         Status::AgentReview,
@@ -325,11 +325,7 @@ fn guard_pass_sets_passes_and_error_refuses_without_charge() {
         &ctx(),
     )
     .unwrap_err();
-    assert_eq!(
-        e.exit_code(),
-        5,
-        "a guard that was needed but not run is a bug"
-    );
+    assert_eq!(code(&e), 5, "a guard that was needed but not run is a bug");
     let ch = transition(
         &t,
         Status::AgentReview,
@@ -492,7 +488,7 @@ fn retry_resets_attempts_and_phases() {
     assert_eq!(t.spec.spec.postchecks, None);
     let e = retry(&t, &req, &ctx()).unwrap_err();
     assert_eq!(
-        e.to_string(),
+        Failure::from(e.clone()).text(),
         "refused: task t1 is working; only a stuck task can be retried"
     );
 }
@@ -712,7 +708,7 @@ fn stuck_to_agent_review_needs_handoff_and_guard() {
         &ctx(),
     )
     .unwrap_err();
-    assert_eq!(e.exit_code(), 5, "the guard must run: {e}");
+    assert_eq!(code(&e), 5, "the guard must run: {e}");
     let ch = transition(
         &t,
         Status::AgentReview,
@@ -721,4 +717,9 @@ fn stuck_to_agent_review_needs_handoff_and_guard() {
     )
     .unwrap();
     assert_eq!(ch.after.unwrap().status(), Status::Stuck);
+}
+
+/// The exit code a refusal leads to.
+fn code(e: &Refusal) -> u8 {
+    Failure::from(e.clone()).code.code()
 }

@@ -17,40 +17,41 @@ pub use app::{App, Command, Detail, Message, Mode};
 pub use term::run;
 pub use view::render;
 
-use warden_store::EngineError;
+use warden_core::failure::Failure;
 
-/// Why the dashboard could not run.
-#[derive(Debug, thiserror::Error)]
+/// Why the dashboard could not run; every case becomes a [`Failure`] with its exit code.
+#[derive(Debug)]
 pub enum DashboardError {
-    /// Standard input or output is not a terminal (a pipe, a file, CI).
-    #[error(
-        "warden dashboard needs an interactive terminal; run it in one, or use `warden task list` or `warden state` in scripts"
-    )]
+    /// Standard input or output is not a terminal (a pipe, a file, CI): exit 2.
     NoTerminal,
     /// The workspace or its store failed.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    /// The terminal could not be set up or drawn to.
-    #[error("terminal error: {0}; check that TERM is set and the terminal is still open")]
-    Terminal(#[from] std::io::Error),
+    Failed(Failure),
+    /// The terminal could not be set up or drawn to: exit 5.
+    Terminal(std::io::Error),
 }
 
-impl DashboardError {
-    /// The documented exit code: 2 without a terminal, the engine's own code for store
-    /// errors, 5 for terminal failures.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            DashboardError::NoTerminal => 2,
-            DashboardError::Engine(e) => e.exit_code(),
-            DashboardError::Terminal(_) => 5,
-        }
+impl From<Failure> for DashboardError {
+    fn from(f: Failure) -> Self {
+        DashboardError::Failed(f)
     }
+}
 
-    /// The one-line message (as `EngineError::message` for store errors).
-    pub fn message(&self) -> String {
-        match self {
-            DashboardError::Engine(e) => e.message(),
-            e => e.to_string(),
+impl From<std::io::Error> for DashboardError {
+    fn from(e: std::io::Error) -> Self {
+        DashboardError::Terminal(e)
+    }
+}
+
+impl From<DashboardError> for Failure {
+    fn from(e: DashboardError) -> Failure {
+        match e {
+            DashboardError::NoTerminal => Failure::usage(
+                "warden dashboard needs an interactive terminal; run it in one, or use `warden task list` or `warden state` in scripts",
+            ),
+            DashboardError::Failed(f) => f,
+            DashboardError::Terminal(e) => Failure::internal(format!(
+                "terminal error: {e}; check that TERM is set and the terminal is still open"
+            )),
         }
     }
 }

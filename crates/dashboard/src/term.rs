@@ -9,11 +9,12 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::crossterm::{cursor, execute, terminal};
+use warden_app::App as Project;
+use warden_app::task::{RetryTask, Transition};
 use warden_core::event::Actor;
+use warden_core::failure::Failure;
 use warden_core::model::{Status, TaskId};
-use warden_core::ops::{self, Outcome, TransitionInput};
-use warden_core::retry::RetryRequest;
-use warden_store::{Decision, Engine, EngineError, Workspace, Written};
+use warden_store::Workspace;
 
 use crate::DashboardError;
 use crate::app::{App, Command, Message};
@@ -68,10 +69,10 @@ pub fn run(ws: Workspace) -> Result<(), DashboardError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "project".into());
-    let engine = Engine::open(ws, Actor::Person)?;
+    let engine = Project::open(ws, Actor::Person)?;
     let mut app = App::new(project);
     app.set_tasks(engine.tasks()?);
-    let mut version = engine.store.data_version().map_err(EngineError::from)?;
+    let mut version = engine.eng.store.data_version().map_err(Failure::from)?;
     let _screen = Screen::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     term.clear()?;
@@ -79,7 +80,7 @@ pub fn run(ws: Workspace) -> Result<(), DashboardError> {
 }
 
 fn event_loop(
-    engine: &Engine,
+    engine: &Project,
     app: &mut App,
     term: &mut Terminal<CrosstermBackend<Stdout>>,
     version: &mut u64,
@@ -95,7 +96,7 @@ fn event_loop(
         }
         // Draw after a change, and once a second for the ages.
         if dirty || last_draw.elapsed() >= REDRAW {
-            term.draw(|f| render(f, app, engine.now()))?;
+            term.draw(|f| render(f, app, engine.eng.now()))?;
             last_draw = Instant::now();
             dirty = false;
         }
@@ -130,7 +131,7 @@ fn event_loop(
         }
         if last_poll.elapsed() >= POLL {
             last_poll = Instant::now();
-            match engine.store.data_version() {
+            match engine.eng.store.data_version() {
                 Ok(v) if v != *version => {
                     *version = v;
                     reload(engine, app);
@@ -150,7 +151,7 @@ fn event_loop(
     }
 }
 
-fn reload(engine: &Engine, app: &mut App) {
+fn reload(engine: &Project, app: &mut App) {
     match engine.tasks() {
         Ok(tasks) => app.set_tasks(tasks),
         Err(e) => app.set_message(error_message(&e)),
@@ -158,11 +159,11 @@ fn reload(engine: &Engine, app: &mut App) {
 }
 
 /// Loads the selected task's detail; says whether it differs from the one shown.
-fn load_detail(engine: &Engine, app: &mut App) -> bool {
+fn load_detail(engine: &Project, app: &mut App) -> bool {
     let Some(t) = app.selected_task() else {
         return false;
     };
-    let d = load::detail(engine, t);
+    let d = load::detail(&engine.eng, t);
     if app.detail() == Some(&d) {
         return false;
     }
@@ -171,19 +172,16 @@ fn load_detail(engine: &Engine, app: &mut App) -> bool {
 }
 
 /// The status-line text of a refused or failed action, as the CLI prints it.
-pub fn error_message(e: &EngineError) -> Message {
-    let m = e.message();
-    let text = if m.starts_with("refused:") || m.starts_with("error:") {
-        m
-    } else {
-        format!("error: {m}")
-    };
-    Message { error: true, text }
+pub fn error_message(e: &Failure) -> Message {
+    Message {
+        error: true,
+        text: e.headline(),
+    }
 }
 
-/// Carries out a command through the engine's write path and reports the result in the
+/// Carries out a command through the application layer and reports the result in the
 /// status line, with the CLI's messages.
-pub fn execute_command(engine: &Engine, app: &mut App, cmd: Command) {
+pub fn execute_command(engine: &Project, app: &mut App, cmd: Command) {
     let result = match &cmd {
         Command::Quit => return,
         Command::Respawn(id) => respawn(engine, id),
@@ -197,88 +195,30 @@ pub fn execute_command(engine: &Engine, app: &mut App, cmd: Command) {
 }
 
 /// `task respawn ID`.
-pub fn respawn(engine: &Engine, id: &TaskId) -> Result<String, EngineError> {
-    let shown = engine.task_file_shown(id);
-    engine.write_task(id, None, |t, _doc| {
-        Ok(Decision::retryable(ops::request_respawn(
-            t,
-            &engine.ctx(&shown),
-        )?))
-    })?;
+pub fn respawn(engine: &Project, id: &TaskId) -> Result<String, Failure> {
+    engine.respawn(id)?;
     Ok(format!(
         "{id}: respawn requested; the running supervisor (or the next `warden run`) starts a new session"
     ))
 }
 
 /// `task retry ID` with no changes.
-pub fn retry(engine: &Engine, id: &TaskId) -> Result<String, EngineError> {
-    let shown = engine.task_file_shown(id);
-    let req = RetryRequest::default();
-    let written = engine.write_task(id, None, |t, _doc| {
-        Ok(Decision::retryable(ops::retry(
-            t,
-            &req,
-            &engine.ctx(&shown),
-        )?))
-    })?;
-    Ok(moved(id, &written))
+pub fn retry(engine: &Project, id: &TaskId) -> Result<String, Failure> {
+    let answer = engine.retry(id, &RetryTask::default())?;
+    Ok(one_line(&answer.summary()))
 }
 
-/// `task cancel ID`. Cancelling needs no guard; should a workflow ever gate it with
-/// one, the dashboard refuses and points at the CLI, which runs checks. This is the one
-/// place to swap for the runner's shared transition preparation.
-pub fn cancel(engine: &Engine, id: &TaskId) -> Result<String, EngineError> {
-    let shown = engine.task_file_shown(id);
-    let written = engine.write_task(id, None, |t, doc| {
-        let ctx = engine.ctx(&shown);
-        let (needs, _) = ops::check_transition(t, Status::Cancelled, &doc.artifacts, &ctx)?;
-        if needs.guard || needs.commit || needs.merge_ri {
-            return Err(EngineError::Other {
-                code: 1,
-                message: format!(
-                    "refused: cancelling {id} needs checks run; use `warden task cancel {id}`"
-                ),
-            });
-        }
-        let input = TransitionInput {
-            artifacts: doc.artifacts.clone(),
-            ..Default::default()
-        };
-        Ok(Decision::retryable(ops::transition(
-            t,
-            Status::Cancelled,
-            &input,
-            &ctx,
-        )?))
-    })?;
-    Ok(moved(id, &written))
+/// `task cancel ID`.
+pub fn cancel(engine: &Project, id: &TaskId) -> Result<String, Failure> {
+    let answer = engine.transition(&Transition::to(id.clone(), Status::Cancelled))?;
+    Ok(one_line(&answer.into_result()?.summary()))
 }
 
-/// `ID: from → to`, as `warden task update` prints it.
-fn moved(id: &TaskId, written: &Written) -> String {
-    match written {
-        Written::Done(change, _) => match (&change.before, &change.after) {
-            (Some(b), Some(a)) => {
-                let mut line = if b.status() != a.status() {
-                    format!("{id}: {} → {}", b.status(), a.status())
-                } else {
-                    format!("{id}: {}", a.status())
-                };
-                if let Outcome::Retry(plan) = &change.outcome {
-                    let names: Vec<&str> = plan.rerun.iter().map(|p| p.as_str()).collect();
-                    line.push_str(&format!(
-                        " · runs again: {}",
-                        if names.is_empty() {
-                            "none".into()
-                        } else {
-                            names.join(", ")
-                        }
-                    ));
-                }
-                line
-            }
-            _ => format!("{id}: done"),
-        },
-        Written::Replayed(_) => "already applied; nothing changed".into(),
-    }
+/// The summary's lines joined for the one-line status bar.
+fn one_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" · ")
 }

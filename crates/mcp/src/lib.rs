@@ -1,6 +1,6 @@
 //! Warden's MCP server: the state engine as tools, resources and prompts for coding agents
 //! and orchestrators, on stdio, built with the official Rust SDK (`rmcp`). Every change
-//! goes through the same write path as the CLI (`warden_store::Engine`), with the same
+//! goes through the application layer the CLI uses (`warden_app`), with the same
 //! refusals and the same one-line messages.
 
 mod actions;
@@ -10,6 +10,7 @@ mod server;
 use std::fmt;
 use std::str::FromStr;
 
+use warden_core::failure::Failure;
 use warden_core::model::TaskId;
 use warden_store::Workspace;
 
@@ -55,25 +56,6 @@ impl FromStr for Role {
     }
 }
 
-/// Why the server could not start or stopped abnormally, with its exit code (DESIGN 4).
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct McpError {
-    /// The documented exit code.
-    pub code: i32,
-    /// One line: what is wrong and what to do.
-    pub message: String,
-}
-
-impl McpError {
-    fn new(code: i32, message: impl Into<String>) -> McpError {
-        McpError {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
 /// Is this process inside an agent session (`WARDEN_ROLE` set)?
 fn in_session() -> bool {
     std::env::var_os("WARDEN_ROLE").is_some_and(|r| !r.is_empty())
@@ -82,7 +64,7 @@ fn in_session() -> bool {
 /// Resolves the role and task of `warden mcp [--role R] [--task ID]`: inside an agent
 /// session (`WARDEN_ROLE` set) the default role is `agent`, bound to `$WARDEN_TASK_ID`;
 /// elsewhere `orchestrator`. The agent role needs a task.
-pub fn resolve(role: Option<Role>, task: Option<&str>) -> Result<(Role, Option<TaskId>), McpError> {
+pub fn resolve(role: Option<Role>, task: Option<&str>) -> Result<(Role, Option<TaskId>), Failure> {
     let role = role.unwrap_or(if in_session() {
         Role::Agent
     } else {
@@ -96,12 +78,11 @@ pub fn resolve(role: Option<Role>, task: Option<&str>) -> Result<(Role, Option<T
         None => None,
     };
     let task = match task {
-        Some(t) => Some(TaskId::new(&t).map_err(|e| McpError::new(2, e.to_string()))?),
+        Some(t) => Some(TaskId::new(&t).map_err(|e| Failure::usage(e.to_string()))?),
         None => None,
     };
     if role == Role::Agent && task.is_none() {
-        return Err(McpError::new(
-            2,
+        return Err(Failure::usage(
             "the agent role is bound to one task; pass --task ID or set WARDEN_TASK_ID",
         ));
     }
@@ -111,12 +92,12 @@ pub fn resolve(role: Option<Role>, task: Option<&str>) -> Result<(Role, Option<T
 /// Serves MCP on stdin/stdout until the client disconnects. Creates its own
 /// current-thread tokio runtime (the rest of the CLI has none). The agent role needs
 /// `task`, which must exist.
-pub fn run(ws: Workspace, role: Role, task: Option<TaskId>) -> Result<(), McpError> {
+pub fn run(ws: Workspace, role: Role, task: Option<TaskId>) -> Result<(), Failure> {
     let server = WardenServer::new(ws, role, task, session_role_from_env())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| McpError::new(5, format!("cannot start the MCP runtime: {e}")))?;
+        .map_err(|e| Failure::internal(format!("cannot start the MCP runtime: {e}")))?;
     rt.block_on(server.serve_stdio())
 }
 

@@ -22,18 +22,21 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_router};
 use serde_json::{Value, json};
+use warden_app::App;
+use warden_app::task::Transition;
 use warden_core::event::Actor;
+use warden_core::failure::{ExitCode, Failure};
 use warden_core::model::{Role as SessionRole, Status, TaskId};
 use warden_core::prompt::PromptKind;
-use warden_store::{Engine, Workspace};
+use warden_store::Workspace;
 
-use crate::actions::{self, ToolError};
+use crate::Role;
+use crate::actions;
 use crate::params::{
     AgentUpdateParams, ApplyParams, CancelParams, CompleteParams, CreateParams, HistoryParams,
     IdParam, ImportParams, ListParams, MemoryParams, NoParams, OwnIdParam, RetryParams,
     UpdateParams,
 };
-use crate::{McpError, Role};
 
 /// The longest text argument accepted, in bytes (the TASK.md limit).
 pub const MAX_TEXT_BYTES: usize = 1 << 20;
@@ -108,17 +111,17 @@ fn ok_result(v: Value) -> CallToolResult {
 }
 
 /// A refusal: `isError`, the CLI's message as text, and `{error, exit_code, detail}`.
-fn err_result(e: &ToolError) -> CallToolResult {
+fn err_result(e: &Failure) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(clip(&e.text(), MAX_ERROR_CHARS))]);
     r.structured_content = Some(json!({
-        "error": clip(&e.message, MAX_ERROR_CHARS),
+        "error": clip(&e.headline(), MAX_ERROR_CHARS),
         "exit_code": e.code,
         "detail": e.detail.as_deref().map(|d| clip(d, MAX_ERROR_CHARS)),
     }));
     r
 }
 
-fn result(r: Result<Value, ToolError>) -> CallToolResult {
+fn result(r: Result<Value, Failure>) -> CallToolResult {
     match r {
         Ok(v) => ok_result(v),
         Err(e) => err_result(&e),
@@ -184,31 +187,22 @@ impl WardenServer {
         role: Role,
         task: Option<TaskId>,
         session: Option<SessionRole>,
-    ) -> Result<WardenServer, McpError> {
+    ) -> Result<WardenServer, Failure> {
         let in_session = std::env::var_os("WARDEN_ROLE").is_some_and(|r| !r.is_empty());
         let actor = if role == Role::Agent || in_session {
             Actor::Agent
         } else {
             Actor::Person
         };
-        let engine = Engine::open(ws.clone(), actor).map_err(|e| McpError {
-            code: e.exit_code(),
-            message: e.message(),
-        })?;
+        let app = App::open(ws.clone(), actor)?;
         let task = match (role, task) {
             (Role::Agent, None) => {
-                return Err(McpError {
-                    code: 2,
-                    message:
-                        "the agent role is bound to one task; pass --task ID or set WARDEN_TASK_ID"
-                            .into(),
-                });
+                return Err(Failure::usage(
+                    "the agent role is bound to one task; pass --task ID or set WARDEN_TASK_ID",
+                ));
             }
             (Role::Agent, Some(t)) => {
-                engine.get(&t).map_err(|e| McpError {
-                    code: e.exit_code(),
-                    message: e.message(),
-                })?;
+                app.get(&t)?;
                 Some(t)
             }
             (Role::Orchestrator, t) => t,
@@ -238,51 +232,45 @@ impl WardenServer {
     }
 
     /// Serves on stdin/stdout until the client closes the connection.
-    pub async fn serve_stdio(self) -> Result<(), McpError> {
+    pub async fn serve_stdio(self) -> Result<(), Failure> {
         let running = self
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|e| McpError {
-                code: 5,
-                message: format!("the MCP session could not start: {e}"),
-            })?;
-        running.waiting().await.map_err(|e| McpError {
-            code: 5,
-            message: format!("the MCP server stopped abnormally: {e}"),
-        })?;
+            .map_err(|e| Failure::internal(format!("the MCP session could not start: {e}")))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| Failure::internal(format!("the MCP server stopped abnormally: {e}")))?;
         Ok(())
     }
 
-    /// Runs `f` on a blocking thread with a freshly opened engine.
-    async fn exec<T, F>(&self, f: F) -> Result<T, ToolError>
+    /// Runs `f` on a blocking thread with a freshly opened workspace.
+    async fn exec<T, F>(&self, f: F) -> Result<T, Failure>
     where
         T: Send + 'static,
-        F: FnOnce(&Engine) -> Result<T, ToolError> + Send + 'static,
+        F: FnOnce(&App) -> Result<T, Failure> + Send + 'static,
     {
         let ws = self.inner.ws.clone();
         let actor = self.inner.actor;
         match tokio::task::spawn_blocking(move || {
-            let eng = Engine::open(ws, actor)?;
-            f(&eng)
+            let app = App::open(ws, actor)?;
+            f(&app)
         })
         .await
         {
             Ok(r) => r,
-            Err(e) => Err(ToolError::new(
-                5,
-                format!(
-                    "internal error: the call failed ({e}); this is a Warden bug, please report it"
-                ),
-            )),
+            Err(e) => Err(Failure::internal(format!(
+                "internal error: the call failed ({e}); this is a Warden bug, please report it"
+            ))),
         }
     }
 
     /// The agent's own task.
-    fn own(&self) -> Result<TaskId, ToolError> {
+    fn own(&self) -> Result<TaskId, Failure> {
         self.inner
             .task
             .clone()
-            .ok_or_else(|| ToolError::usage("this MCP session is not bound to a task"))
+            .ok_or_else(|| Failure::usage("this MCP session is not bound to a task"))
     }
 
     /// Records a refused agent request on its own task; the refusal stands even when
@@ -290,12 +278,12 @@ impl WardenServer {
     async fn tamper(&self, field: String, asked: String, allowed: String) {
         let Ok(own) = self.own() else { return };
         let _ = self
-            .exec(move |eng| actions::record_tamper(eng, &own, field, asked, allowed))
+            .exec(move |app| app.record_tamper(&own, field, asked, allowed))
             .await;
     }
 
     /// The task an agent's call targets: its own, or a refusal that is recorded.
-    async fn target(&self, tool: &str, id: Option<String>) -> Result<TaskId, ToolError> {
+    async fn target(&self, tool: &str, id: Option<String>) -> Result<TaskId, Failure> {
         let own = self.own()?;
         match id {
             None => Ok(own),
@@ -308,8 +296,8 @@ impl WardenServer {
                     format!("id={own}"),
                 )
                 .await;
-                Err(ToolError::refused(format!(
-                    "refused: this MCP session belongs to task {own}; an agent may act only on its own task, not {asked:?}"
+                Err(Failure::refused(format!(
+                    "this MCP session belongs to task {own}; an agent may act only on its own task, not {asked:?}"
                 )))
             }
         }
@@ -322,7 +310,7 @@ impl WardenServer {
             return r;
         }
         let id = id.clone();
-        self.exec(move |eng| Ok(eng.get(&id)?.status()))
+        self.exec(move |app| Ok(app.get(&id)?.status()))
             .await
             .ok()
             .and_then(warden_core::ops::role_for)
@@ -330,7 +318,7 @@ impl WardenServer {
     }
 
     /// Checks that an agent may request `to`; a forbidden target is recorded.
-    async fn allowed(&self, tool: &str, id: &TaskId, to: &str) -> Result<Status, ToolError> {
+    async fn allowed(&self, tool: &str, id: &TaskId, to: &str) -> Result<Status, Failure> {
         let role = self.session_role(id).await;
         let targets = role_targets(role);
         match to.parse::<Status>() {
@@ -339,8 +327,8 @@ impl WardenServer {
                 let asked = shown(to);
                 self.tamper(format!("mcp:{tool}"), asked.clone(), names(targets))
                     .await;
-                Err(ToolError::refused(format!(
-                    "refused: a {role} may request only {} through MCP, not {asked:?}; a person decides everything else",
+                Err(Failure::refused(format!(
+                    "a {role} may request only {} through MCP, not {asked:?}; a person decides everything else",
                     names(targets)
                 )))
             }
@@ -479,9 +467,13 @@ impl WardenServer {
     ) -> CallToolResult {
         result(
             self.exec(move |e| {
-                let id = actions::task_id(&p.id)?;
-                let to = actions::status(&p.status)?;
-                actions::transition(e, &id, to, p.reason, p.request_id.as_deref())
+                let req = Transition {
+                    id: actions::task_id(&p.id)?,
+                    to: actions::status(&p.status)?,
+                    reason: p.reason,
+                    request_id: p.request_id,
+                };
+                actions::transition(e, &req)
             })
             .await,
         )
@@ -495,8 +487,11 @@ impl WardenServer {
     async fn o_task_complete(&self, Parameters(p): Parameters<CompleteParams>) -> CallToolResult {
         result(
             self.exec(move |e| {
-                let id = actions::task_id(&p.id)?;
-                actions::transition(e, &id, Status::AgentReview, None, p.request_id.as_deref())
+                let req = Transition {
+                    request_id: p.request_id,
+                    ..Transition::to(actions::task_id(&p.id)?, Status::AgentReview)
+                };
+                actions::transition(e, &req)
             })
             .await,
         )
@@ -519,8 +514,11 @@ impl WardenServer {
     async fn o_task_cancel(&self, Parameters(p): Parameters<CancelParams>) -> CallToolResult {
         result(
             self.exec(move |e| {
-                let id = actions::task_id(&p.id)?;
-                actions::transition(e, &id, Status::Cancelled, p.reason, None)
+                let req = Transition {
+                    reason: p.reason,
+                    ..Transition::to(actions::task_id(&p.id)?, Status::Cancelled)
+                };
+                actions::transition(e, &req)
             })
             .await,
         )
@@ -583,7 +581,7 @@ impl WardenServer {
         annotations(read_only_hint = true)
     )]
     async fn o_state(&self, Parameters(_): Parameters<NoParams>) -> CallToolResult {
-        match self.exec(actions::state).await {
+        match self.exec(|app| app.state_md()).await {
             Ok(text) => {
                 let mut r = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
                 r.structured_content = Some(json!({ "state_md": text }));
@@ -628,8 +626,14 @@ impl WardenServer {
             Err(e) => return err_result(&e),
         };
         result(
-            self.exec(move |e| actions::transition(e, &id, to, p.reason, None))
-                .await,
+            self.exec(move |e| {
+                let req = Transition {
+                    reason: p.reason,
+                    ..Transition::to(id, to)
+                };
+                actions::transition(e, &req)
+            })
+            .await,
         )
     }
 
@@ -648,7 +652,7 @@ impl WardenServer {
             Err(e) => return err_result(&e),
         };
         result(
-            self.exec(move |e| actions::transition(e, &id, to, None, None))
+            self.exec(move |e| actions::transition(e, &Transition::to(id, to)))
                 .await,
         )
     }
@@ -724,8 +728,8 @@ impl ServerHandler for WardenServer {
         if let Some(args) = &request.arguments
             && let Some((path, n)) = oversized(&Value::Object(args.clone()), "")
         {
-            let e = ToolError::refused(format!(
-                "refused: argument {} of {} is {n} bytes; text arguments are limited to 1 MiB ({MAX_TEXT_BYTES} bytes), send a shorter one",
+            let e = Failure::refused(format!(
+                "argument {} of {} is {n} bytes; text arguments are limited to 1 MiB ({MAX_TEXT_BYTES} bytes), send a shorter one",
                 shown(&path),
                 shown(&request.name)
             ));
@@ -749,8 +753,8 @@ impl ServerHandler for WardenServer {
                 "not available to agents".into(),
             )
             .await;
-            let e = ToolError::refused(format!(
-                "refused: {name} is not available to an agent session; ask a person (agents may use task_get, task_update_status, task_complete, memory_get, memory_merge and prompt)"
+            let e = Failure::refused(format!(
+                "{name} is not available to an agent session; ask a person (agents may use task_get, task_update_status, task_complete, memory_get, memory_merge and prompt)"
             ));
             return Ok(err_result(&e).into());
         }
@@ -790,7 +794,7 @@ impl ServerHandler for WardenServer {
         let ids: Vec<TaskId> = match (&self.inner.role, &self.inner.task) {
             (Role::Agent, Some(t)) => vec![t.clone()],
             _ => self
-                .exec(|e| Ok(e.tasks()?.iter().map(|t| t.id().clone()).collect()))
+                .exec(|app| Ok(app.tasks()?.iter().map(|t| t.id().clone()).collect()))
                 .await
                 .map_err(|e| ErrorData::internal_error(e.text(), None))?,
         };
@@ -833,7 +837,7 @@ impl ServerHandler for WardenServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
         let text = if uri == "warden://state" {
-            self.exec(actions::state).await
+            self.exec(|app| app.state_md()).await
         } else if let Some(raw) = uri.strip_prefix("warden://task/") {
             let raw = raw.to_owned();
             let id = if self.inner.role == Role::Agent {
@@ -842,7 +846,7 @@ impl ServerHandler for WardenServer {
                 actions::task_id(&raw)
             };
             match id {
-                Ok(id) => self.exec(move |e| actions::task_md(e, &id)).await,
+                Ok(id) => self.exec(move |app| app.task_md(&id)).await,
                 Err(e) => Err(e),
             }
         } else {
@@ -859,8 +863,12 @@ impl ServerHandler for WardenServer {
                 ResourceContents::text(t, uri).with_mime_type("text/markdown"),
             ])
             .into()),
-            Err(e) if e.code == 3 => Err(ErrorData::resource_not_found(e.text(), None)),
-            Err(e) if e.code == 1 || e.code == 2 => Err(ErrorData::invalid_params(e.text(), None)),
+            Err(e) if e.code == ExitCode::NotFound => {
+                Err(ErrorData::resource_not_found(e.text(), None))
+            }
+            Err(e) if matches!(e.code, ExitCode::Refused | ExitCode::Usage) => {
+                Err(ErrorData::invalid_params(e.text(), None))
+            }
             Err(e) => Err(ErrorData::internal_error(e.text(), None)),
         }
     }
@@ -910,28 +918,28 @@ impl ServerHandler for WardenServer {
             Role::Agent => self.target(&format!("prompt:{name}"), arg).await,
             Role::Orchestrator => match arg {
                 Some(s) => actions::task_id(&s),
-                None => Err(ToolError::usage(
+                None => Err(Failure::usage(
                     "the prompt needs the argument id (the task)",
                 )),
             },
         }
         .map_err(|e| ErrorData::invalid_params(e.text(), None))?;
         let rendered = self
-            .exec(move |e| {
-                let t = e.get(&id)?;
+            .exec(move |app| {
+                let t = app.get(&id)?;
                 let kind = warden_core::prompt::prompt_kind(&t);
                 if let Some(w) = wanted
                     && kind != Some(w)
                 {
-                    return Err(ToolError::refused(format!(
-                        "refused: task {} is {}, which calls for the {} prompt, not {}; ask for the task prompt",
+                    return Err(Failure::refused(format!(
+                        "task {} is {}, which calls for the {} prompt, not {}; ask for the task prompt",
                         t.id(),
                         t.status(),
                         kind.map(|k| k.as_str()).unwrap_or("no"),
                         w.as_str()
                     )));
                 }
-                Ok((e.prompt(&t, None)?, kind, t.id().clone()))
+                Ok((app.eng.prompt(&t, None)?, kind, t.id().clone()))
             })
             .await;
         match rendered {
@@ -946,8 +954,12 @@ impl ServerHandler for WardenServer {
                 ));
                 Ok(r.into())
             }
-            Err(e) if e.code == 3 => Err(ErrorData::resource_not_found(e.text(), None)),
-            Err(e) if e.code == 1 || e.code == 2 => Err(ErrorData::invalid_params(e.text(), None)),
+            Err(e) if e.code == ExitCode::NotFound => {
+                Err(ErrorData::resource_not_found(e.text(), None))
+            }
+            Err(e) if matches!(e.code, ExitCode::Refused | ExitCode::Usage) => {
+                Err(ErrorData::invalid_params(e.text(), None))
+            }
             Err(e) => Err(ErrorData::internal_error(e.text(), None)),
         }
     }
@@ -1005,7 +1017,7 @@ mod tests {
     #[test]
     fn errors_never_echo_huge_arguments() {
         let huge = "y".repeat(MAX_TEXT_BYTES);
-        let e = ToolError::usage(format!("unknown status {huge:?}; use one of: …"));
+        let e = Failure::usage(format!("unknown status {huge:?}; use one of: …"));
         let r = err_result(&e);
         let text = r.content[0].as_text().map(|t| t.text.clone()).unwrap();
         assert!(
@@ -1044,7 +1056,7 @@ mod tests {
 
     #[test]
     fn results_carry_the_message_and_the_exit_code() {
-        let e = ToolError::new(3, "no task x; list tasks with `warden task list`");
+        let e = Failure::not_found("no task x; list tasks with `warden task list`");
         let r = err_result(&e);
         assert_eq!(r.is_error, Some(true));
         let sc = r.structured_content.unwrap();

@@ -29,8 +29,9 @@ use crate::check::{kill_group, tail};
 /// coreutils `timeout` does).
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
 
-/// Everything needed to start one agent session and report its end.
-#[derive(Clone, Debug)]
+/// Everything needed to start one agent session and report its end. It is also what the
+/// supervisor writes to `session.json` for the `warden session-run` host to read.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SessionSpec {
     /// The task the session works on (`^[a-z0-9][a-z0-9._-]{0,63}$`).
     pub task_id: String,
@@ -52,7 +53,23 @@ pub struct SessionSpec {
     pub project_root: PathBuf,
     /// How long the session may run before its process group is killed and exit code
     /// [`TIMEOUT_EXIT_CODE`] is reported.
+    #[serde(rename = "timeout_s", with = "seconds")]
     pub timeout: Duration,
+}
+
+/// A [`Duration`] as whole seconds on the wire.
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
+    }
 }
 
 /// How sessions are run (`agent.session` in `warden.toml`).
@@ -329,6 +346,21 @@ pub fn peek_log(log_path: &Path, lines: usize) -> String {
         .map(|l| l.trim_end_matches('\r'))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The last `max` bytes of a file as text (invalid UTF-8 replaced); empty when it cannot
+/// be read.
+pub fn peek_bytes(path: &Path, max: u64) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(max);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(start)).is_err() || f.take(max).read_to_end(&mut buf).is_err() {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 // ---------------------------------------------------------------------------------------

@@ -4,13 +4,14 @@
 //! version (deciding again after a conflict), then mirrors the result into the files.
 
 use jiff::Timestamp;
-use serde_json::{Value, json};
+use warden_core::artifact;
 use warden_core::event::Actor;
 use warden_core::event::EventKind;
+use warden_core::failure::{ExitCode, Failure};
 use warden_core::memory::{self, MemoryAppend, MemoryCaps, MemoryDelta};
-use warden_core::model::{Status, Task, TaskId};
-use warden_core::ops::{self, Change, Ctx, Outcome, Refusal};
-use warden_core::{history, progress, prompt, state_md, tree};
+use warden_core::model::{Task, TaskId};
+use warden_core::ops::{self, Change, Ctx, Refusal};
+use warden_core::{history, prompt, state_md};
 
 use crate::config::ConfigError;
 use crate::files::{self, FileError};
@@ -22,10 +23,11 @@ use crate::{Batch, Config, Fence, OpenError, Store, StoreError, Workspace};
 /// with exit 4.
 const CONFLICT_RETRIES: usize = 50;
 
-/// Anything that can stop an engine operation, with its documented exit code.
+/// Anything that can stop an engine operation. Every variant becomes a [`Failure`] (with
+/// its documented exit code) in one place: `From<EngineError> for Failure`.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The request was refused by the rules (exit 1 or 5, see [`Refusal::exit_code`]).
+    /// The request was refused by the rules.
     #[error(transparent)]
     Refused(#[from] Refusal),
     /// A task does not exist (exit 3).
@@ -46,37 +48,43 @@ pub enum EngineError {
     /// A bad `warden.toml`.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// Anything else, with its exit code and one-line message.
-    #[error("{message}")]
-    Other {
-        /// Exit code.
-        code: i32,
-        /// Message.
-        message: String,
-    },
+    /// A failure decided above the store (a refused template, a failed merge).
+    #[error("{0}")]
+    Failed(#[from] Failure),
 }
 
 impl EngineError {
     /// The documented exit code (DESIGN 4).
-    pub fn exit_code(&self) -> i32 {
+    pub fn code(&self) -> ExitCode {
         match self {
-            EngineError::Refused(r) => r.exit_code(),
-            EngineError::NotFound(_) => 3,
-            EngineError::Store(e) => e.exit_code(),
-            EngineError::File(e) => e.exit_code(),
-            EngineError::Open(e) => e.exit_code(),
-            EngineError::Workspace(e) => e.exit_code(),
-            EngineError::Config(_) => 2,
-            EngineError::Other { code, .. } => *code,
+            EngineError::NotFound(_) => ExitCode::NotFound,
+            EngineError::Store(e) => e.code(),
+            EngineError::Config(_) => ExitCode::Usage,
+            EngineError::Failed(f) => f.code,
+            EngineError::Refused(r) => Failure::from(r.clone()).code,
+            EngineError::File(FileError::Io { .. }) => ExitCode::Internal,
+            EngineError::File(FileError::Missing(_)) => ExitCode::NotFound,
+            EngineError::File(_) => ExitCode::Refused,
+            EngineError::Open(OpenError::Store(e)) => e.code(),
+            EngineError::Open(_) => ExitCode::Usage,
+            EngineError::Workspace(WorkspaceError::Exists(_)) => ExitCode::Refused,
+            EngineError::Workspace(WorkspaceError::Io(_)) => ExitCode::Internal,
+            EngineError::Workspace(_) => ExitCode::Usage,
         }
     }
+}
 
-    /// The one-line message, prefixed `refused:` for content refusals.
-    pub fn message(&self) -> String {
-        let m = self.to_string();
-        match self {
-            EngineError::File(e) if e.exit_code() == 1 => format!("refused: {m}"),
-            _ => m,
+impl From<EngineError> for Failure {
+    fn from(e: EngineError) -> Failure {
+        match e {
+            EngineError::Refused(r) => r.into(),
+            EngineError::NotFound(_) => Failure::not_found(e.to_string()),
+            EngineError::Store(e) => e.into(),
+            EngineError::File(e) => e.into(),
+            EngineError::Open(e) => e.into(),
+            EngineError::Workspace(e) => e.into(),
+            EngineError::Config(e) => Failure::usage(e.to_string()),
+            EngineError::Failed(f) => f,
         }
     }
 }
@@ -132,11 +140,66 @@ impl Decision {
 /// The result of a write.
 #[derive(Debug)]
 pub enum Written {
-    /// Committed now; the JSON of the task after it when a request id was given (else
-    /// `null`: compute it with [`Engine::response_for`] when needed).
-    Done(Box<Change>, Value),
-    /// An earlier request with the same id was already applied: its response.
+    /// Committed now.
+    Done(Box<Change>),
+    /// An earlier request with the same `--request-id` was already applied: the
+    /// response stored with it.
     Replayed(String),
+}
+
+/// An idempotency key (`--request-id`) and how to answer it. The key is bound to the
+/// request it was first used for: the same key with another request is refused.
+pub struct RequestKey<'a> {
+    /// The key.
+    pub key: &'a str,
+    /// What was asked (e.g. `task update api --status done`): the binding.
+    pub fingerprint: String,
+    /// The response stored with the key, computed from the committed change.
+    pub respond: &'a dyn Fn(&Change) -> Result<String, EngineError>,
+}
+
+impl std::fmt::Debug for RequestKey<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestKey")
+            .field("key", &self.key)
+            .field("fingerprint", &self.fingerprint)
+            .finish()
+    }
+}
+
+/// A stored request: the fingerprint it was made for and the response.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredRequest {
+    request: String,
+    response: serde_json::Value,
+}
+
+impl RequestKey<'_> {
+    /// The stored response of an earlier use of this key, or a refusal when the key was
+    /// used for another request. Rows stored before keys were bound hold the bare
+    /// response, which is taken as it is.
+    fn replay(&self, stored: String) -> Result<String, EngineError> {
+        match serde_json::from_str::<StoredRequest>(&stored) {
+            Ok(r) if r.request == self.fingerprint => Ok(r.response.to_string()),
+            Ok(r) => Err(Failure::usage(format!(
+                "request id {:?} was already used for another request ({}); give this request a new --request-id",
+                self.key, r.request
+            ))
+            .into()),
+            Err(_) => Ok(stored),
+        }
+    }
+
+    fn store(&self, change: &Change) -> Result<String, EngineError> {
+        let response = (self.respond)(change)?;
+        let response =
+            serde_json::from_str(&response).unwrap_or(serde_json::Value::String(response));
+        Ok(serde_json::to_string(&StoredRequest {
+            request: self.fingerprint.clone(),
+            response,
+        })
+        .unwrap_or_default())
+    }
 }
 
 impl Engine {
@@ -219,23 +282,25 @@ impl Engine {
     /// The write path of every single-task operation. `decide` sees the task and its
     /// TASK.md (artifacts and tamper notes) and returns the change; tamper notes land in
     /// the same transaction. A conflict re-reads and decides again, unless `decide` ran
-    /// something that must not run twice (then exit 4: safe to retry).
+    /// something that must not run twice (then exit 4: safe to retry). A request key is
+    /// looked up under the task's lock, so a repeated request waiting behind its first
+    /// use gets the first answer, never a refusal of the second.
     pub fn write_task(
         &self,
         id: &TaskId,
-        request: Option<&str>,
+        request: Option<&RequestKey<'_>>,
         mut decide: impl FnMut(&Task, &Doc) -> Result<Decision, EngineError>,
     ) -> Result<Written, EngineError> {
-        if let Some(k) = request
-            && let Some(resp) = self.store.request(k)?
-        {
-            return Ok(Written::Replayed(resp));
-        }
         let shown = self.task_file_shown(id);
         // One writer of a task at a time from read to mirror: otherwise a second writer
         // could read TASK.md between the first one's commit and its frontmatter rewrite,
         // and take the stale mirror for an agent's tampering.
         let lock = self.lock_task(id)?;
+        if let Some(r) = request
+            && let Some(stored) = self.store.request(r.key)?
+        {
+            return Ok(Written::Replayed(r.replay(stored)?));
+        }
         let fence = self.fence.clone().filter(|f| &f.task == id);
         for _ in 0..CONFLICT_RETRIES {
             // A runner that lost its lease stops before deciding (deciding may run checks
@@ -259,16 +324,14 @@ impl Engine {
                 memory,
             } = decide(&task, &doc)?;
             let change = change.prepend(doc.tamper.clone(), &self.ctx(&shown))?;
-            // The response is stored only for a request id; others compute it on demand
-            // (`response_for`), so a plain write never lists the whole project.
-            let response = match request {
-                Some(_) => self.response_for(&change)?,
-                None => Value::Null,
+            let request_row = match request {
+                Some(r) => Some((r.key.to_owned(), r.store(&change)?)),
+                None => None,
             };
             let batch = Batch {
                 changes: vec![change.clone()],
                 memory: memory.into_iter().collect(),
-                request: request.map(|k| (k.to_owned(), response.to_string())),
+                request: request_row,
                 fence: fence.clone(),
             };
             match self.store.commit_unsynced(batch) {
@@ -276,19 +339,20 @@ impl Engine {
                     crate::failpoint::hit("after-commit");
                     crate::failpoint::hit("after-commit-exit");
                     self.finish_write(lock, &change, &mut doc)?;
-                    return Ok(Written::Done(Box::new(change), response));
+                    return Ok(Written::Done(Box::new(change)));
                 }
                 Err(StoreError::Conflict { .. }) if retryable => continue,
-                Err(StoreError::Duplicate(resp)) => return Ok(Written::Replayed(resp)),
+                Err(StoreError::Duplicate(resp)) => match request {
+                    Some(r) => return Ok(Written::Replayed(r.replay(resp)?)),
+                    None => return Ok(Written::Replayed(resp)),
+                },
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(EngineError::Other {
-            code: 4,
-            message: format!(
-                "conflict: task {id} kept changing while this request was decided; run the command again"
-            ),
-        })
+        Err(Failure::conflict(format!(
+            "conflict: task {id} kept changing while this request was decided; run the command again"
+        ))
+        .into())
     }
 
     /// After a write's commit: rewrites the views (TASK.md from the text the write read
@@ -313,8 +377,76 @@ impl Engine {
         Ok(self.store.sync()?)
     }
 
+    /// The write path of every operation that changes many tasks at once (create,
+    /// plan import, apply and sync): `decide` sees every stored task and returns the
+    /// batch; the batch is committed, fenced by version, under the locks of the existing
+    /// tasks whose TASK.md mirror it changes (taken in id order, so two batches never
+    /// wait on each other), and decided again after a conflict. New tasks get their
+    /// TASK.md after the commit, each under its own lock, from the task as stored then.
+    /// Returns the committed changes.
+    pub fn write_batch(
+        &self,
+        mut decide: impl FnMut(&[Task]) -> Result<Batch, EngineError>,
+    ) -> Result<Vec<Change>, EngineError> {
+        for _ in 0..CONFLICT_RETRIES {
+            let prev = self.tasks()?;
+            let batch = decide(&prev)?;
+            let mut locked: Vec<&TaskId> = batch
+                .changes
+                .iter()
+                .filter_map(|ch| match (&ch.before, &ch.after) {
+                    (Some(b), Some(a)) if artifact::mirror(b) != artifact::mirror(a) => {
+                        Some(a.id())
+                    }
+                    _ => None,
+                })
+                .collect();
+            locked.sort();
+            locked.dedup();
+            let mut locks = Vec::with_capacity(locked.len());
+            for id in &locked {
+                locks.push(self.lock_task(id)?);
+            }
+            let changes = batch.changes.clone();
+            match self.store.commit(batch) {
+                Ok(_) => {}
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            for ch in &changes {
+                match (&ch.before, &ch.after) {
+                    (Some(_), Some(t)) => self.mirror(t, None),
+                    (None, Some(t)) => self.mirror_new(t.id()),
+                    _ => {}
+                }
+            }
+            drop(locks);
+            self.sync_state_md();
+            return Ok(changes);
+        }
+        Err(Failure::conflict(
+            "conflict: the tasks kept changing while this request was decided; run the command again",
+        )
+        .into())
+    }
+
+    /// Writes the TASK.md of a task a batch created, under its lock and from the task as
+    /// stored now, so a writer that got to it first is never overwritten with an older
+    /// version.
+    fn mirror_new(&self, id: &TaskId) {
+        let lock = self.lock_task(id);
+        match self.store.get(id) {
+            Ok(Some(t)) => self.mirror(&t, None),
+            Ok(None) => {}
+            Err(e) => eprintln!("warning: {}: {e}", self.task_file_shown(id)),
+        }
+        drop(lock);
+    }
+
     /// Takes the task's write lock (`.warden/tasks/<id>/.lock`), released on drop. The
     /// folder is checked for links once; the lock file is opened without following one.
+    /// A holder that keeps it longer than the store's busy timeout makes this a conflict
+    /// (exit 4: safe to retry) instead of a wait without end.
     fn lock_task(&self, id: &TaskId) -> Result<std::fs::File, EngineError> {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = self.ws.task_dir(id);
@@ -344,64 +476,32 @@ impl Engine {
                 source: e,
             },
         })?;
-        f.lock().map_err(|e| FileError::Io {
-            path: path.display().to_string(),
-            source: e,
-        })?;
-        Ok(f)
-    }
-
-    /// The JSON a write prints (and stores for `--request-id`): the task after it, and
-    /// under `error` the failure a stored outcome means (a failed guard), so a repeated
-    /// request gets the same answer.
-    pub fn response_for(&self, change: &Change) -> Result<Value, EngineError> {
-        let Some(t) = &change.after else {
-            return Ok(Value::Null);
-        };
-        let mut all: Vec<Task> = self
-            .tasks()?
-            .into_iter()
-            .filter(|x| x.id() != t.id())
-            .collect();
-        all.push(t.clone());
-        let mut v = task_json(t, &all);
-        if let Outcome::GuardFailed { tail, stuck } = &change.outcome {
-            let message = if *stuck {
-                format!(
-                    "refused: the postchecks of {} failed and its {} attempts are used up; the task is now stuck (a person can `warden task retry {}`)",
-                    t.id(),
-                    t.spec.max_attempts,
-                    t.id()
-                )
-            } else {
-                format!(
-                    "refused: the postchecks of {} failed (attempt {} of {}); fix the problem and run `warden task complete` again",
-                    t.id(),
-                    t.attempts(),
-                    t.spec.max_attempts
-                )
-            };
-            v["error"] = json!({"code": 1, "message": message, "detail": tail});
+        let timeout = std::time::Duration::from_millis(self.config.store.busy_timeout_ms);
+        let deadline = std::time::Instant::now() + timeout;
+        let mut pause = std::time::Duration::from_millis(1);
+        loop {
+            match f.try_lock() {
+                Ok(()) => return Ok(f),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(Failure::conflict(format!(
+                            "task {id} is being changed by another process (its lock was held longer than busy_timeout_ms = {} ms); try again",
+                            timeout.as_millis()
+                        ))
+                        .into());
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(FileError::Io {
+                        path: path.display().to_string(),
+                        source: e,
+                    }
+                    .into());
+                }
+            }
         }
-        Ok(v)
-    }
-
-    /// Commits a batch of changes decided elsewhere (plan import, apply, sync).
-    pub fn commit_batch(&self, batch: Batch) -> Result<(), EngineError> {
-        let changes = batch.changes.clone();
-        self.store.commit(batch)?;
-        self.after_commit(&changes);
-        Ok(())
-    }
-
-    /// Mirrors committed changes into the files: TASK.md frontmatter, and STATE.md when
-    /// it is kept (it exists because `state --write` was used). The store is the truth;
-    /// a file that cannot be written is a warning on stderr, never a failure.
-    pub fn after_commit(&self, changes: &[Change]) {
-        for t in changes.iter().filter_map(|ch| ch.after.as_ref()) {
-            self.mirror(t, None);
-        }
-        self.sync_state_md();
     }
 
     /// Restores a task's TASK.md mirror (see [`taskfile::sync`]); a failure is a warning,
@@ -453,14 +553,12 @@ impl Engine {
     /// instructions (the failure tail of an automatic heal).
     pub fn prompt(&self, t: &Task, extra: Option<&str>) -> Result<String, EngineError> {
         let Some(kind) = prompt::prompt_kind(t) else {
-            return Err(EngineError::Other {
-                code: 1,
-                message: format!(
-                    "refused: task {} is {}; prompts exist for working, agent-review, clarification and stuck tasks",
-                    t.id(),
-                    t.status()
-                ),
-            });
+            return Err(Failure::refused(format!(
+                "task {} is {}; prompts exist for working, agent-review, clarification and stuck tasks",
+                t.id(),
+                t.status()
+            ))
+            .into());
         };
         let override_path = self.ws.prompt_override(kind.as_str());
         let template = match files::read_text(&self.ws.dir, &override_path) {
@@ -482,12 +580,12 @@ impl Engine {
             max_review_rounds: self.config.limits.max_review_rounds,
             instructions,
         };
-        prompt::render(&template, &input).map_err(|e| EngineError::Other {
-            code: 2,
-            message: format!(
+        prompt::render(&template, &input).map_err(|e| {
+            Failure::usage(format!(
                 "{}: {e}; fix the template or delete it to use the built-in one",
                 self.ws.display(&override_path)
-            ),
+            ))
+            .into()
         })
     }
 
@@ -497,68 +595,4 @@ impl Engine {
         files::write_view(&self.ws.state_md(), text.as_bytes())?;
         Ok(())
     }
-}
-
-/// Are all of a task's dependencies done?
-pub fn deps_done(t: &Task, all: &[Task]) -> bool {
-    t.spec.depends_on.iter().all(|d| {
-        all.iter()
-            .find(|x| x.id() == d)
-            .is_some_and(|x| x.status() == Status::Done)
-    })
-}
-
-/// The JSON of one task (`task show --json`, MCP `task_get`): DESIGN 4's fields plus the
-/// session and failure details. For many tasks, build one [`tree::TreeIndex`] and call
-/// [`task_json_indexed`].
-pub fn task_json(t: &Task, all: &[Task]) -> Value {
-    task_json_indexed(t, &tree::TreeIndex::new(all))
-}
-
-/// [`task_json`] with the tree already indexed (linear for a whole list).
-pub fn task_json_indexed(t: &Task, idx: &tree::TreeIndex<'_>) -> Value {
-    let children: Vec<&str> = idx
-        .children(t.id())
-        .iter()
-        .map(|c| c.id().as_str())
-        .collect();
-    let deps_done = t
-        .spec
-        .depends_on
-        .iter()
-        .all(|d| idx.get(d).is_some_and(|x| x.status() == Status::Done));
-    let phases: serde_json::Map<String, Value> = t
-        .phases()
-        .iter()
-        .map(|(p, s)| (p.to_string(), json!(s.as_str())))
-        .collect();
-    json!({
-        "id": t.id(),
-        "title": t.spec.title,
-        "body": t.spec.body,
-        "parent": t.spec.parent,
-        "order": t.spec.order,
-        "children": children,
-        "depends_on": t.spec.depends_on,
-        "workflow": t.spec.workflow.as_str(),
-        "status": t.status().as_str(),
-        "passes": t.passes(),
-        "attempts": t.attempts(),
-        "max_attempts": t.spec.max_attempts,
-        "crash_count": t.crash_count(),
-        "review_round": t.review_round(),
-        "gate": progress::gate_status(t, deps_done).map(|g| g.as_str()),
-        "phases": phases,
-        "resume_from_phase": t.resume_from_phase().map(|p| p.as_str()),
-        "auto_heal": t.auto_heal().iter().map(|p| p.as_str()).collect::<Vec<_>>(),
-        "spec": t.spec.spec,
-        "branch": t.branch(),
-        "session": t.live_session(),
-        "dead": t.is_dead(),
-        "respawn_requested": t.respawn_requested(),
-        "last_failure": t.last_failure(),
-        "version": t.version(),
-        "created_at": t.created_at().to_string(),
-        "updated_at": t.updated_at().to_string(),
-    })
 }

@@ -41,13 +41,15 @@ pub enum FileError {
     },
 }
 
-impl FileError {
-    /// The documented exit code: content problems are refusals (1), I/O is 5.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            FileError::Io { .. } => 5,
-            FileError::Missing(_) => 3,
-            _ => 1,
+impl From<FileError> for warden_core::failure::Failure {
+    /// Content problems (a link, a device, too large, not UTF-8) are refusals (exit 1); a
+    /// missing file is not found (3); I/O is 5.
+    fn from(e: FileError) -> Self {
+        use warden_core::failure::{ExitCode, Failure};
+        match e {
+            FileError::Io { .. } => Failure::internal(e.to_string()),
+            FileError::Missing(_) => Failure::not_found(e.to_string()),
+            _ => Failure::refusal(ExitCode::Refused, e.to_string()),
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod taskfile;
 pub mod workspace;
 
 use warden_core::event::Event;
+use warden_core::failure::{ExitCode, Failure};
 use warden_core::memory::{Memory, MemoryAppend};
 use warden_core::model::{Task, TaskId};
 use warden_core::ops::Change;
@@ -245,12 +246,20 @@ pub enum StoreError {
 
 impl StoreError {
     /// The documented exit code (DESIGN 4): 4 conflict or busy, 5 storage.
-    pub fn exit_code(&self) -> i32 {
+    pub fn code(&self) -> ExitCode {
         match self {
-            StoreError::Conflict { .. } | StoreError::Busy | StoreError::LeaseLost { .. } => 4,
-            StoreError::Duplicate(_) => 0,
-            _ => 5,
+            StoreError::Conflict { .. } | StoreError::Busy | StoreError::LeaseLost { .. } => {
+                ExitCode::Conflict
+            }
+            StoreError::Duplicate(_) => ExitCode::Ok,
+            _ => ExitCode::Internal,
         }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        Failure::new(e.code(), e.to_string())
     }
 }
 
@@ -355,12 +364,11 @@ pub enum OpenError {
     Store(#[from] StoreError),
 }
 
-impl OpenError {
-    /// The documented exit code.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            OpenError::BadUrl(_) | OpenError::Unsupported(_) => 2,
-            OpenError::Store(e) => e.exit_code(),
+impl From<OpenError> for Failure {
+    fn from(e: OpenError) -> Failure {
+        match e {
+            OpenError::BadUrl(m) | OpenError::Unsupported(m) => Failure::usage(m),
+            OpenError::Store(e) => e.into(),
         }
     }
 }

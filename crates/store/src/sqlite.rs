@@ -981,7 +981,7 @@ mod tests {
                 ..Default::default()
             })
             .unwrap_err();
-        assert_eq!(e.exit_code(), 4);
+        assert_eq!(e.code(), warden_core::failure::ExitCode::Conflict);
         // A change computed from a stale version conflicts and writes nothing.
         let w = ops::transition(&t, Status::Working, &TransitionInput::default(), &ctx()).unwrap();
         s.commit(Batch {
@@ -1064,7 +1064,7 @@ mod tests {
         let path = dir.join("warden.db");
         std::fs::write(&path, vec![0x42u8; 8192]).unwrap();
         let e = SqliteStore::open(&path, 100).unwrap_err();
-        assert_eq!(e.exit_code(), 5, "{e}");
+        assert_eq!(e.code(), warden_core::failure::ExitCode::Internal, "{e}");
         assert!(e.to_string().contains("damaged"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -41,14 +41,15 @@ pub enum WorkspaceError {
     Io(String),
 }
 
-impl WorkspaceError {
-    /// The documented exit code.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            WorkspaceError::NotFound(_) | WorkspaceError::NotAWorkspace(_) => 2,
-            WorkspaceError::Exists(_) => 1,
-            WorkspaceError::Io(_) => 5,
-        }
+impl From<WorkspaceError> for warden_core::failure::Failure {
+    fn from(e: WorkspaceError) -> Self {
+        use warden_core::failure::{ExitCode, Failure};
+        let code = match e {
+            WorkspaceError::NotFound(_) | WorkspaceError::NotAWorkspace(_) => ExitCode::Usage,
+            WorkspaceError::Exists(_) => ExitCode::Refused,
+            WorkspaceError::Io(_) => ExitCode::Internal,
+        };
+        Failure::new(code, e.to_string())
     }
 }
 

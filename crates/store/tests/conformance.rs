@@ -88,7 +88,7 @@ fn round_trip_and_conflicts(open: Open) {
         ),
         "{e}"
     );
-    assert_eq!(e.exit_code(), 4);
+    assert_eq!(e.code(), warden_core::failure::ExitCode::Conflict);
     // A change computed from a stale version conflicts and writes nothing, not even the
     // other changes of its batch.
     let w = to_working(&*s, "a");
@@ -245,7 +245,7 @@ fn fencing_refuses_a_lost_lease(open: Open) {
         matches!(&e, StoreError::LeaseLost { owner, epoch: 1, .. } if owner == "r1"),
         "{e}"
     );
-    assert_eq!(e.exit_code(), 4);
+    assert_eq!(e.code(), warden_core::failure::ExitCode::Conflict);
     assert!(e.to_string().contains("lease"), "{e}");
     assert_eq!(s.events(None).unwrap().len(), events_before);
     assert_eq!(s.get(&id).unwrap().unwrap(), t);

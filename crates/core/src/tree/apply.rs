@@ -189,6 +189,17 @@ pub enum ApplyError {
     },
 }
 
+impl From<ApplyError> for crate::failure::Failure {
+    /// A missing guard outcome is a usage error (exit 2); every other problem is a
+    /// refusal (exit 1).
+    fn from(e: ApplyError) -> Self {
+        match e {
+            ApplyError::MissingGuard => crate::failure::Failure::usage(e.to_string()),
+            _ => crate::failure::Failure::refused(e.to_string()),
+        }
+    }
+}
+
 struct Joined<'a, T>(&'a [T]);
 
 impl<T: fmt::Display> fmt::Display for Joined<'_, T> {

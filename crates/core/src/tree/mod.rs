@@ -225,6 +225,14 @@ impl<'a> TreeIndex<'a> {
         }
     }
 
+    /// Are all of a task's dependencies done? (An unknown dependency is not.)
+    pub fn deps_done(&self, t: &Task) -> bool {
+        t.spec.depends_on.iter().all(|d| {
+            self.get(d)
+                .is_some_and(|x| x.status() == crate::model::Status::Done)
+        })
+    }
+
     /// Does the task have no children?
     pub fn is_leaf(&self, id: &TaskId) -> bool {
         self.by_id.get(id).is_none_or(|&i| self.forest.is_leaf(i))

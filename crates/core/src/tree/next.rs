@@ -19,6 +19,17 @@ pub enum NextState {
     Stuck,
 }
 
+impl NextState {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NextState::Open => "open",
+            NextState::Complete => "complete",
+            NextState::Stuck => "stuck",
+        }
+    }
+}
+
 /// The answer of `plan next`: `{"next": "ID"|null, "state": "open"|"complete"|"stuck"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Next {

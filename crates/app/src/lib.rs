@@ -1,0 +1,164 @@
+//! Warden's application layer: every operation a person or an agent can ask for, once,
+//! taking typed requests and returning typed results ([`view`]), with every failure a
+//! [`Failure`] carrying its documented exit code. The CLI, the MCP server, the terminal
+//! dashboard and the supervisor are adapters over it: they parse input and format output,
+//! and nothing else decides anything.
+//!
+//! Writes go through the engine's two write paths (`Engine::write_task` for one task,
+//! `Engine::write_batch` for many), which hold the per-task locks and retry conflicts;
+//! rules come from `warden-core`; processes (checks, git, sessions) from `warden-runner`.
+
+pub mod input;
+pub mod memory;
+pub mod plan;
+pub mod query;
+pub mod supervisor;
+pub mod task;
+pub mod view;
+
+use std::path::Path;
+
+use warden_core::event::Actor;
+use warden_core::failure::Failure;
+use warden_core::model::{Task, TaskId};
+use warden_core::ops::Ctx;
+use warden_core::tree::TreeIndex;
+use warden_store::{Engine, Workspace};
+
+pub use warden_core::failure::ExitCode;
+pub use warden_store::Engine as StoreEngine;
+
+use crate::view::TaskView;
+
+/// What every operation returns.
+pub type Result<T, E = Failure> = std::result::Result<T, E>;
+
+/// An open workspace and who acts in it.
+#[derive(Debug)]
+pub struct App {
+    /// The engine: configuration, store and the write paths.
+    pub eng: Engine,
+}
+
+impl App {
+    /// Opens a located workspace for `actor`.
+    pub fn open(ws: Workspace, actor: Actor) -> Result<App> {
+        Ok(App {
+            eng: Engine::open(ws, actor)?,
+        })
+    }
+
+    /// Finds the workspace (`explicit` names the project root, else walk up from the
+    /// current directory) and opens it.
+    pub fn find(explicit: Option<&Path>, actor: Actor) -> Result<App> {
+        App::open(find_workspace(explicit)?, actor)
+    }
+
+    /// The workspace.
+    pub fn ws(&self) -> &Workspace {
+        &self.eng.ws
+    }
+
+    /// One task, or not found (exit 3).
+    pub fn get(&self, id: &TaskId) -> Result<Task> {
+        Ok(self.eng.get(id)?)
+    }
+
+    /// Every task, sorted by id.
+    pub fn tasks(&self) -> Result<Vec<Task>> {
+        Ok(self.eng.tasks()?)
+    }
+
+    /// The view of one task (exit 3 when it does not exist).
+    pub fn task(&self, id: &TaskId) -> Result<TaskView> {
+        let t = self.get(id)?;
+        self.view(&t)
+    }
+
+    /// Every task (or those in one status), sorted by id.
+    pub fn list(&self, status: Option<warden_core::model::Status>) -> Result<Vec<TaskView>> {
+        let all = self.tasks()?;
+        let idx = TreeIndex::new(&all);
+        Ok(all
+            .iter()
+            .filter(|t| status.is_none_or(|s| t.status() == s))
+            .map(|t| TaskView::of(t, &idx))
+            .collect())
+    }
+
+    /// The view of a task as it is given (e.g. the task after a write), its children
+    /// and dependencies read from the store.
+    pub fn view(&self, t: &Task) -> Result<TaskView> {
+        let mut all: Vec<Task> = self
+            .tasks()?
+            .into_iter()
+            .filter(|x| x.id() != t.id())
+            .collect();
+        all.push(t.clone());
+        let idx = TreeIndex::new(&all);
+        Ok(TaskView::of(t, &idx))
+    }
+
+    /// TASK.md of a task as messages show it (relative to the project root).
+    pub fn task_file_shown(&self, id: &TaskId) -> String {
+        self.eng.task_file_shown(id)
+    }
+
+    /// The context of a core operation on `task_file`.
+    pub(crate) fn ctx<'a>(&self, task_file: &'a str) -> Ctx<'a> {
+        self.eng.ctx(task_file)
+    }
+}
+
+/// Finds the workspace from `explicit` (`--dir`, `WARDEN_DIR`) or the current directory.
+pub fn find_workspace(explicit: Option<&Path>) -> Result<Workspace> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::internal(format!("cannot read the current directory: {e}")))?;
+    Ok(Workspace::find(&cwd, explicit)?)
+}
+
+/// The actor of this process: an agent inside a session (`WARDEN_ROLE` set), else a
+/// person.
+pub fn actor_from_env() -> Actor {
+    if std::env::var_os("WARDEN_ROLE").is_some_and(|r| !r.is_empty()) {
+        Actor::Agent
+    } else {
+        Actor::Person
+    }
+}
+
+/// Parses a task id (a bad id is a usage error, exit 2).
+pub fn task_id(s: &str) -> Result<TaskId> {
+    Ok(TaskId::new(s)?)
+}
+
+/// Parses a status (an unknown one is a usage error, exit 2).
+pub fn status(s: &str) -> Result<warden_core::model::Status> {
+    s.parse().map_err(Failure::usage)
+}
+
+/// What `warden init` reports.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Initialised {
+    /// The project root.
+    pub root: String,
+    /// `.warden/`.
+    pub dir: String,
+    /// The store URL, password hidden.
+    pub store: String,
+}
+
+/// `warden init`: creates `.warden/` in `root` (refuses to overwrite) and the store.
+pub fn init(root: &Path, store: Option<&str>) -> Result<Initialised> {
+    if let Some(url) = store {
+        warden_store::StoreUrl::parse(url, root)?;
+    }
+    let ws = Workspace::init(root, store)?;
+    // Open the store once so the database and its schema exist from the start.
+    let app = App::open(ws, Actor::Person)?;
+    Ok(Initialised {
+        root: app.ws().root.display().to_string(),
+        dir: app.ws().dir.display().to_string(),
+        store: warden_store::redact_url(&app.eng.config.store_url()),
+    })
+}

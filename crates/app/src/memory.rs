@@ -1,0 +1,50 @@
+//! Per-task structured memory (seed 003): read it, merge a delta into it in one
+//! transaction, render the block prompts embed.
+
+use warden_core::failure::Failure;
+use warden_core::memory::{self, Memory, MemoryDelta};
+use warden_core::model::TaskId;
+use warden_store::files;
+
+use crate::{App, Result};
+
+/// Parses a memory delta (JSON with the seven fields; unknown keys refused).
+pub fn delta_from_json(text: &str, shown: &str) -> Result<MemoryDelta> {
+    serde_json::from_str(text).map_err(|e| {
+        Failure::refused(format!(
+            "the memory delta in {shown} is not valid: {e}; send a JSON object with goals, constraints, decisions, hypotheses, history, open_issues (lists of strings) and next_focus (a string)"
+        ))
+    })
+}
+
+/// Reads a memory delta from a file or `-` (standard input), at most 1 MiB.
+pub fn read_delta(path: &std::path::Path) -> Result<MemoryDelta> {
+    let text = crate::input::read_text(path, files::MAX_FILE_BYTES, "the memory delta")?;
+    let shown = if path == std::path::Path::new("-") {
+        "stdin".to_owned()
+    } else {
+        path.display().to_string()
+    };
+    delta_from_json(&text, &shown)
+}
+
+impl App {
+    /// A task's memory (empty when nothing was merged yet).
+    pub fn memory(&self, id: &TaskId) -> Result<Memory> {
+        self.get(id)?;
+        Ok(self.eng.store.memory(id)?.unwrap_or_default())
+    }
+
+    /// Merges a delta: one write that records `memory.merged` and appends the capped
+    /// delta. Returns the memory read after the merge (which may hold a concurrent merge
+    /// too).
+    pub fn merge_memory(&self, id: &TaskId, delta: &MemoryDelta) -> Result<Memory> {
+        self.eng.merge_memory(id, delta)?;
+        self.memory(id)
+    }
+
+    /// The memory as prompts embed it: `<state>…</state>`.
+    pub fn memory_block(&self, id: &TaskId) -> Result<String> {
+        Ok(memory::block(&self.memory(id)?))
+    }
+}

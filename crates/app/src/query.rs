@@ -1,0 +1,269 @@
+//! Reads over the project: the history, STATE.md (render, write, verify), `warden check`
+//! (the log replays to the rows), prompts, a task's TASK.md, its captured output and a
+//! live session's screen.
+
+use serde::Serialize;
+use warden_core::failure::Failure;
+use warden_core::model::TaskId;
+use warden_core::{history, prompt, state_md};
+use warden_store::files::{self, FileError};
+
+use crate::view::EventView;
+use crate::{App, Result};
+
+/// One difference `state verify` found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    /// The line of STATE.md.
+    pub line: usize,
+    /// What the derived state says.
+    pub expected: Option<String>,
+    /// What the file says.
+    pub found: Option<String>,
+}
+
+/// What `state verify` reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verified {
+    /// STATE.md as shown.
+    pub path: String,
+    /// No difference.
+    pub ok: bool,
+    /// Every difference.
+    pub differences: Vec<Difference>,
+}
+
+/// What `warden check` reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Checked {
+    /// Nothing disagrees.
+    pub ok: bool,
+    /// Events replayed.
+    pub events: usize,
+    /// Tasks stored.
+    pub tasks: usize,
+    /// Every disagreement, one line each.
+    pub problems: Vec<String>,
+}
+
+/// A task's prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PromptView {
+    /// The task.
+    pub id: TaskId,
+    /// Which prompt (worker, worker-respawn, reviewer, clarification, stuck).
+    pub kind: Option<&'static str>,
+    /// The text.
+    pub prompt: String,
+}
+
+/// A live session's last lines.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Peek {
+    /// The task.
+    pub id: TaskId,
+    /// Its live session, if any.
+    pub session: Option<String>,
+    /// The lines.
+    pub output: String,
+}
+
+impl App {
+    /// The event history, oldest first: of one task, or all; only the last `last`.
+    pub fn history(&self, id: Option<&TaskId>, last: Option<usize>) -> Result<Vec<EventView>> {
+        if let Some(id) = id
+            && self.eng.store.get(id)?.is_none()
+            && self.eng.store.events(Some(id))?.is_empty()
+        {
+            return Err(Failure::not_found(format!(
+                "no task {id}; list tasks with `warden task list`"
+            )));
+        }
+        let events = self.eng.store.events(id)?;
+        let skip = last.map_or(0, |n| events.len().saturating_sub(n));
+        Ok(events[skip..].iter().map(EventView::from).collect())
+    }
+
+    /// STATE.md rendered from the store.
+    pub fn state_md(&self) -> Result<String> {
+        Ok(self.eng.render_state()?)
+    }
+
+    /// Writes `.warden/STATE.md` (kept up to date after every change from then on) and
+    /// returns its text.
+    pub fn write_state_md(&self) -> Result<String> {
+        let text = self.state_md()?;
+        files::write_atomic(&self.ws().state_md(), text.as_bytes())?;
+        Ok(text)
+    }
+
+    /// `state verify`: every difference between `.warden/STATE.md` and the derived
+    /// state. A difference is a refusal (exit 1) after the report.
+    pub fn verify_state(&self) -> Result<Verified> {
+        let path = self.ws().state_md();
+        let shown = self.ws().display(&path);
+        let text = match files::read_text(&self.ws().dir, &path) {
+            Ok(t) => t,
+            Err(FileError::Missing(_)) => {
+                return Err(Failure::not_found(format!(
+                    "{shown} does not exist; write it with `warden state --write`"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let tasks = self.tasks()?;
+        let events = self.eng.store.events(None)?;
+        let input = self.eng.state_input(&tasks, &events);
+        let differences: Vec<Difference> = state_md::verify(&text, &input)
+            .into_iter()
+            .map(|d| Difference {
+                line: d.line,
+                expected: d.expected,
+                found: d.found,
+            })
+            .collect();
+        Ok(Verified {
+            path: shown,
+            ok: differences.is_empty(),
+            differences,
+        })
+    }
+
+    /// `warden check`: replays the event log and compares every task and memory row.
+    pub fn check(&self) -> Result<Checked> {
+        let events = self.eng.store.events(None)?;
+        let stored = self.tasks()?;
+        let mut problems = Vec::new();
+        let rebuilt = match warden_core::event::replay(&events) {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(e.to_string());
+                Default::default()
+            }
+        };
+        if problems.is_empty() {
+            for t in &stored {
+                match rebuilt.get(t.id()) {
+                    None => {
+                        problems.push(format!("task {} is stored but no event creates it", t.id()))
+                    }
+                    Some(r) if r != t => problems.push(format!(
+                        "task {} differs from its replayed history (stored version {}, replayed version {})",
+                        t.id(),
+                        t.version(),
+                        r.version()
+                    )),
+                    Some(_) => {}
+                }
+            }
+            for id in rebuilt.keys() {
+                if stored.binary_search_by(|t| t.id().cmp(id)).is_err() {
+                    problems.push(format!(
+                        "task {id} exists in the history but not in the store"
+                    ));
+                }
+            }
+        }
+        // Memory: fold every merge with the configured caps.
+        let caps = self.eng.memory_caps();
+        let replayed = history::replay_memory(&events, &caps);
+        let stored_mem = self.eng.store.all_memory()?;
+        for (id, m) in &stored_mem {
+            if replayed.get(id) != Some(m) {
+                problems.push(format!(
+                    "memory of {id} differs from its merges in the history"
+                ));
+            }
+        }
+        for id in replayed.keys() {
+            if !stored_mem.iter().any(|(s, _)| s == id)
+                && stored.binary_search_by(|t| t.id().cmp(id)).is_ok()
+            {
+                problems.push(format!("memory of {id} is missing from the store"));
+            }
+        }
+        Ok(Checked {
+            ok: problems.is_empty(),
+            events: events.len(),
+            tasks: stored.len(),
+            problems,
+        })
+    }
+
+    /// The prompt for a task's current status and role.
+    pub fn prompt(&self, id: &TaskId) -> Result<PromptView> {
+        let t = self.get(id)?;
+        let text = self.eng.prompt(&t, None)?;
+        Ok(PromptView {
+            id: id.clone(),
+            kind: prompt::prompt_kind(&t).map(|k| k.as_str()),
+            prompt: text,
+        })
+    }
+
+    /// The text of a task's TASK.md.
+    pub fn task_md(&self, id: &TaskId) -> Result<String> {
+        self.get(id)?;
+        match files::read_text(&self.ws().dir, &self.ws().task_file(id)) {
+            Ok(text) => Ok(text),
+            Err(FileError::Missing(_)) => Err(Failure::not_found(format!(
+                "{} does not exist yet; it is written after the task's next change",
+                self.task_file_shown(id)
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The captured session output of a task (its last MiB when longer).
+    pub fn output_log(&self, id: &TaskId) -> Result<String> {
+        self.get(id)?;
+        let path = self.ws().output_log(id);
+        match files::read_text(&self.ws().dir, &path) {
+            Ok(text) => Ok(text),
+            Err(FileError::Missing(_)) => Err(Failure::not_found(format!(
+                "no output captured for {id} yet; output appears once `warden run` starts its session"
+            ))),
+            Err(FileError::TooLarge(..)) => {
+                // Logs may exceed the TASK.md limit: the last megabyte.
+                Ok(warden_runner::session::peek_bytes(
+                    &path,
+                    files::MAX_FILE_BYTES,
+                ))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The last `lines` lines of a task's live session (its tmux pane, else its output
+    /// log).
+    pub fn peek(&self, id: &TaskId, lines: usize) -> Result<Peek> {
+        let t = self.get(id)?;
+        let socket = self.ws().dir.join("tmux.sock");
+        let from_tmux = match t.live_session() {
+            Some(s) if socket.exists() => warden_runner::session::tmux_capture(
+                &socket,
+                &warden_runner::session::tmux_session_name(s),
+                lines,
+            )
+            .ok(),
+            _ => None,
+        };
+        let output = match from_tmux {
+            Some(text) => text,
+            None => {
+                let log = self.ws().output_log(id);
+                if !log.exists() {
+                    return Err(Failure::not_found(format!(
+                        "no output for {id} yet; sessions write it once `warden run` starts them"
+                    )));
+                }
+                warden_runner::session::peek_log(&log, lines)
+            }
+        };
+        Ok(Peek {
+            id: id.clone(),
+            session: t.live_session().map(str::to_owned),
+            output,
+        })
+    }
+}

@@ -1,0 +1,504 @@
+//! Operations on one task: create, move (update, complete, cancel), exit reports, retry,
+//! respawn, and the agent fence's tamper record. Each is one write through
+//! `Engine::write_task` (or `write_batch` for a creation), deciding in the core and
+//! running what a transition needs (commit, guard, merge-ri) through `warden-runner`.
+
+use warden_core::event::{Disposition, EventKind, SpecChange};
+use warden_core::exit::{ExitAction, ExitReport};
+use warden_core::failure::Failure;
+use warden_core::model::{Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind};
+use warden_core::ops::{self, Change, Initial, Outcome, TransitionInput};
+use warden_core::retry::RetryRequest;
+use warden_runner::pipeline;
+use warden_store::engine::RequestKey;
+use warden_store::taskfile::Doc;
+use warden_store::{Batch, Decision, EngineError, Written};
+
+use crate::view::{ExitView, RetryView, TaskResponse, TaskView};
+use crate::{App, Result};
+
+/// `task create`: a new task.
+#[derive(Clone, Debug, Default)]
+pub struct CreateTask {
+    /// The id, as given (validated here).
+    pub id: String,
+    /// A one-line title (default: the id).
+    pub title: Option<String>,
+    /// Instructions and context.
+    pub body: Option<String>,
+    /// The parent (must exist).
+    pub parent: Option<String>,
+    /// Tasks that must be done first (must exist).
+    pub depends_on: Vec<String>,
+    /// The work.
+    pub work: Option<WorkSpec>,
+    /// Checks before the work.
+    pub prechecks: Option<WorkSpec>,
+    /// Checks after the work: the guard.
+    pub postchecks: Option<WorkSpec>,
+    /// Failed attempts allowed (default from configuration).
+    pub max_attempts: Option<u32>,
+    /// The workflow (default: `direct` for shell and process work, `review` otherwise).
+    pub workflow: Option<WorkflowKind>,
+    /// Sort key among siblings (default 0).
+    pub order: Option<i64>,
+}
+
+/// A requested status change.
+#[derive(Clone, Debug)]
+pub struct Transition {
+    /// The task.
+    pub id: TaskId,
+    /// The status asked for.
+    pub to: Status,
+    /// Why (recorded in the history).
+    pub reason: Option<String>,
+    /// Apply at most once: a repeated request with this key gets the first answer.
+    pub request_id: Option<String>,
+}
+
+impl Transition {
+    /// A transition with no reason and no request id.
+    pub fn to(id: TaskId, to: Status) -> Transition {
+        Transition {
+            id,
+            to,
+            reason: None,
+            request_id: None,
+        }
+    }
+}
+
+/// `task retry`: run a stuck task again, optionally with new specs.
+#[derive(Clone, Debug, Default)]
+pub struct RetryTask {
+    /// New work (replaces the current one).
+    pub work: Option<WorkSpec>,
+    /// New prechecks, removal, or keep.
+    pub prechecks: SpecChange,
+    /// New postchecks, removal, or keep.
+    pub postchecks: SpecChange,
+    /// Reset the worktree and run every phase again.
+    pub clear_worktree: bool,
+}
+
+/// What a write did.
+#[derive(Debug)]
+pub enum Applied {
+    /// Committed now.
+    Now(Box<Change>),
+    /// The same `--request-id` was applied before: its stored answer.
+    Replayed(Box<TaskResponse>),
+}
+
+/// The answer to a write of one task.
+#[derive(Debug)]
+pub struct Answer {
+    /// What was written.
+    pub applied: Applied,
+    /// A stored outcome that is a failure: a failed guard (its attempt is stored).
+    pub failure: Option<Failure>,
+}
+
+impl Answer {
+    /// The failure of a stored outcome as an error, for callers that stop on it.
+    pub fn into_result(self) -> Result<Answer> {
+        match self.failure {
+            Some(f) => Err(f),
+            None => Ok(self),
+        }
+    }
+
+    /// One line saying what happened, as the CLI prints it and the dashboard shows it:
+    /// `api: working → agent-review`, the phases a retry runs again, ignored tampering.
+    pub fn summary(&self) -> String {
+        let change = match &self.applied {
+            Applied::Replayed(_) => {
+                return "already applied (same --request-id); nothing changed".into();
+            }
+            Applied::Now(c) => c,
+        };
+        let (Some(b), Some(a)) = (&change.before, &change.after) else {
+            return String::new();
+        };
+        let mut line = if b.status() != a.status() {
+            format!("{}: {} → {}", a.id(), b.status(), a.status())
+        } else {
+            format!("{}: {}", a.id(), a.status())
+        };
+        if let Outcome::Retry(plan) = &change.outcome {
+            let names = |ps: &[warden_core::model::Phase]| {
+                if ps.is_empty() {
+                    "none".to_owned()
+                } else {
+                    ps.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+                }
+            };
+            line.push_str(&format!(
+                "\n  runs again: {}\n  kept:       {}",
+                names(&plan.rerun),
+                names(&plan.kept)
+            ));
+        }
+        let tampers = change
+            .events
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::TamperIgnored { .. }))
+            .count();
+        if tampers > 0 {
+            line.push_str(&format!(
+                "\n  note: {tampers} runner-owned field(s) edited in TASK.md were ignored and restored"
+            ));
+        }
+        line
+    }
+
+    /// The task after the write, when it was applied now.
+    pub fn task(&self) -> Option<&Task> {
+        match &self.applied {
+            Applied::Now(c) => c.after.as_ref(),
+            Applied::Replayed(_) => None,
+        }
+    }
+}
+
+/// The failure a stored outcome means: a failed guard charged an attempt (exit 1 with the
+/// check's output tail), possibly making the task stuck.
+fn outcome_failure(change: &Change) -> Option<Failure> {
+    let (Outcome::GuardFailed { tail, stuck }, Some(t)) = (&change.outcome, &change.after) else {
+        return None;
+    };
+    let message = if *stuck {
+        format!(
+            "the postchecks of {} failed and its {} attempts are used up; the task is now stuck (a person can `warden task retry {}`)",
+            t.id(),
+            t.spec.max_attempts,
+            t.id()
+        )
+    } else {
+        format!(
+            "the postchecks of {} failed (attempt {} of {}); fix the problem and run `warden task complete` again",
+            t.id(),
+            t.attempts(),
+            t.spec.max_attempts
+        )
+    };
+    Some(Failure::refused(message).with_detail(tail.clone()))
+}
+
+/// How an exit report was taken, in words.
+fn exit_view(change: &Change) -> Option<ExitView> {
+    let Outcome::Exit(d) = &change.outcome else {
+        return None;
+    };
+    let disposition = match d.disposition {
+        Disposition::Current => "current",
+        Disposition::Stale => "stale",
+        Disposition::Duplicate => "duplicate",
+    };
+    let action = match &d.action {
+        ExitAction::Advance { to, spawn, .. } => match spawn {
+            Some(r) => format!("advanced to {to}, {r} to start"),
+            None => format!("advanced to {to}"),
+        },
+        ExitAction::Crash {
+            crash_count,
+            escalate: true,
+            ..
+        } => format!("crash {crash_count}: threshold reached, moved to stuck"),
+        ExitAction::Crash {
+            crash_count,
+            respawn: Some(r),
+            ..
+        } => format!("crash {crash_count}: {r} to be restarted"),
+        ExitAction::Crash { crash_count, .. } => {
+            format!("crash {crash_count}: session marked dead (respawn with `warden task respawn`)")
+        }
+        ExitAction::WorkEnded { success: true } => "work phase succeeded".into(),
+        ExitAction::WorkEnded { success: false } => "work phase failed".into(),
+        ExitAction::MarkDead => "no advance; session marked dead".into(),
+        ExitAction::Nothing => "nothing to change".into(),
+    };
+    Some(ExitView {
+        disposition: disposition.into(),
+        action,
+    })
+}
+
+/// The default workflow of new work: `direct` for shell and process work (the guard
+/// decides), `review` for agent work or none (DESIGN 2.1). The one rule for every front
+/// end and for plan files.
+pub fn default_workflow(work: Option<&WorkSpec>) -> WorkflowKind {
+    match work {
+        Some(WorkSpec::Shell(_) | WorkSpec::Process(_)) => WorkflowKind::Direct,
+        _ => WorkflowKind::Review,
+    }
+}
+
+impl App {
+    /// `task create`: a new pending task with its TASK.md.
+    pub fn create(&self, req: CreateTask) -> Result<TaskView> {
+        let id = crate::task_id(&req.id)?;
+        let workflow = req
+            .workflow
+            .unwrap_or_else(|| default_workflow(req.work.as_ref()));
+        if req.work.is_none() && workflow == WorkflowKind::Direct {
+            return Err(Failure::usage(
+                "a direct task needs work (--work CMD): the guard decides it; use the review workflow for agent work",
+            ));
+        }
+        let mut spec = TaskSpec::new(
+            id.clone(),
+            workflow,
+            req.max_attempts
+                .unwrap_or(self.eng.config.limits.max_attempts),
+        );
+        if let Some(t) = req.title {
+            spec.title = t;
+        }
+        spec.body = req.body.unwrap_or_default();
+        spec.order = req.order.unwrap_or(0);
+        spec.spec.work = req.work;
+        spec.spec.prechecks = req.prechecks;
+        spec.spec.postchecks = req.postchecks;
+        let parent = req.parent.as_deref().map(crate::task_id).transpose()?;
+        let mut deps: Vec<TaskId> = Vec::new();
+        for d in &req.depends_on {
+            let d = crate::task_id(d)?;
+            if !deps.contains(&d) {
+                deps.push(d);
+            }
+        }
+        spec.parent = parent;
+        spec.depends_on = deps;
+        let shown = self.task_file_shown(&id);
+        let changes = self.eng.write_batch(|prev| {
+            let exists = |x: &TaskId| prev.binary_search_by(|t| t.id().cmp(x)).is_ok();
+            if let Some(p) = &spec.parent
+                && !exists(p)
+            {
+                return Err(Failure::not_found(format!(
+                    "parent {p} does not exist; create it first or leave out the parent"
+                ))
+                .into());
+            }
+            if let Some(d) = spec.depends_on.iter().find(|d| !exists(d)) {
+                return Err(Failure::not_found(format!(
+                    "dependency {d} does not exist; create it first"
+                ))
+                .into());
+            }
+            if exists(&id) {
+                return Err(Failure::refused(format!(
+                    "task {id} already exists; pick another id or update it"
+                ))
+                .into());
+            }
+            let change = ops::create(
+                spec.clone(),
+                Initial {
+                    passes: false,
+                    attempts: 0,
+                },
+                &self.ctx(&shown),
+            )?;
+            Ok(Batch {
+                changes: vec![change],
+                ..Default::default()
+            })
+        })?;
+        let task = changes
+            .into_iter()
+            .find_map(|c| c.after)
+            .ok_or_else(|| Failure::internal("create made no task; this is a Warden bug"))?;
+        self.view(&task)
+    }
+
+    /// `task update --status`, `task complete`, `task cancel`: a validated transition,
+    /// running what it needs (commit, guard, merge-ri) first.
+    pub fn transition(&self, req: &Transition) -> Result<Answer> {
+        let shown = self.task_file_shown(&req.id);
+        let fingerprint = format!("task update {} --status {}", req.id, req.to);
+        let respond = |ch: &Change| self.response_json(ch);
+        let key = req.request_id.as_deref().map(|k| RequestKey {
+            key: k,
+            fingerprint: fingerprint.clone(),
+            respond: &respond,
+        });
+        let written = self.eng.write_task(&req.id, key.as_ref(), |t, doc| {
+            self.decide_transition(t, doc, req.to, req.reason.clone(), &shown)
+        })?;
+        self.answer(written)
+    }
+
+    /// The decision of a transition inside a write: checks the map and the gate, runs
+    /// what the transition needs (commit, the guard, merge-ri) and decides. The one
+    /// transition path of every front end and of the supervisor.
+    pub(crate) fn decide_transition(
+        &self,
+        t: &Task,
+        doc: &Doc,
+        to: Status,
+        reason: Option<String>,
+        shown: &str,
+    ) -> std::result::Result<Decision, EngineError> {
+        let ctx = self.ctx(shown);
+        let (needs, _) = ops::check_transition(t, to, &doc.artifacts, &ctx)?;
+        let mut input = TransitionInput {
+            artifacts: doc.artifacts.clone(),
+            reason,
+            ..Default::default()
+        };
+        let ran = pipeline::prepare_transition(&self.eng, t, needs, &mut input);
+        Ok(Decision {
+            change: ops::transition(t, to, &input, &ctx)?,
+            retryable: !ran,
+            memory: None,
+        })
+    }
+
+    /// `task exited`: exit monitoring's single entry point (DESIGN 2.2). Running the
+    /// guard when the report advances the task; a guard that cannot start is an error
+    /// (exit 5) after the report is recorded.
+    pub fn exited(&self, id: &TaskId, report: &ExitReport) -> Result<Answer> {
+        let shown = self.task_file_shown(id);
+        let written = self.eng.write_task(id, None, |t, doc| {
+            let ctx = self.ctx(&shown);
+            let decision =
+                warden_core::exit::decide(t, &doc.artifacts, report, &self.eng.config.limits);
+            let mut input = TransitionInput {
+                artifacts: doc.artifacts.clone(),
+                ..Default::default()
+            };
+            let mut ran = false;
+            if let ExitAction::Advance { to, guard, .. } = &decision.action
+                && *guard
+            {
+                let (needs, _) = ops::check_transition(t, *to, &doc.artifacts, &ctx)?;
+                ran = pipeline::prepare_transition(&self.eng, t, needs, &mut input);
+            }
+            Ok(Decision {
+                change: ops::exited(t, report, &input, &ctx)?,
+                retryable: !ran,
+                memory: None,
+            })
+        })?;
+        let answer = self.answer(written)?;
+        if let Applied::Now(c) = &answer.applied
+            && let Outcome::ExitGuardError(e) = &c.outcome
+        {
+            return Err(Failure::internal(format!(
+                "the session's exit was recorded, but the postchecks could not be started ({e}); fix them and run `warden task respawn`"
+            )));
+        }
+        Ok(answer)
+    }
+
+    /// `task retry`: a person's decision to run a stuck task again (DESIGN 2.4).
+    pub fn retry(&self, id: &TaskId, req: &RetryTask) -> Result<Answer> {
+        let shown = self.task_file_shown(id);
+        let core = RetryRequest {
+            work: req.work.clone(),
+            prechecks: req.prechecks.clone(),
+            postchecks: req.postchecks.clone(),
+            clear_worktree: req.clear_worktree,
+        };
+        let written = self.eng.write_task(id, None, |t, _doc| {
+            Ok(Decision::retryable(ops::retry(
+                t,
+                &core,
+                &self.ctx(&shown),
+            )?))
+        })?;
+        self.answer(written)
+    }
+
+    /// `task respawn` / `task spawn`: ask for a new session for a task whose session is
+    /// dead; the running supervisor (or the next `warden run`) starts it.
+    pub fn respawn(&self, id: &TaskId) -> Result<Answer> {
+        let shown = self.task_file_shown(id);
+        let written = self.eng.write_task(id, None, |t, _doc| {
+            Ok(Decision::retryable(ops::request_respawn(
+                t,
+                &self.ctx(&shown),
+            )?))
+        })?;
+        self.answer(written)
+    }
+
+    /// Records that an agent asked for something it may not have, on its own task: one
+    /// `tamper.ignored` event.
+    pub fn record_tamper(
+        &self,
+        own: &TaskId,
+        field: String,
+        agent_value: String,
+        true_value: String,
+    ) -> Result<()> {
+        let shown = self.task_file_shown(own);
+        self.eng.write_task(own, None, |t, _doc| {
+            Ok(Decision::retryable(ops::record(
+                t,
+                vec![EventKind::TamperIgnored {
+                    field: field.clone(),
+                    agent_value: Some(agent_value.clone()),
+                    true_value: true_value.clone(),
+                }],
+                &self.ctx(&shown),
+            )?))
+        })?;
+        Ok(())
+    }
+
+    /// The answer of a write: what was applied and the failure a stored outcome means.
+    fn answer(&self, written: Written) -> Result<Answer> {
+        Ok(match written {
+            Written::Done(change) => Answer {
+                failure: outcome_failure(&change),
+                applied: Applied::Now(change),
+            },
+            Written::Replayed(text) => {
+                let response: TaskResponse = serde_json::from_str(&text).map_err(|e| {
+                    Failure::internal(format!(
+                        "the stored answer of this --request-id does not decode ({e}); use a new request id"
+                    ))
+                })?;
+                Answer {
+                    failure: response.error.clone(),
+                    applied: Applied::Replayed(Box::new(response)),
+                }
+            }
+        })
+    }
+
+    /// The full response of a write (`--json`, MCP): the task after it and what the
+    /// write meant.
+    pub fn response(&self, answer: &Answer) -> Result<TaskResponse> {
+        match &answer.applied {
+            Applied::Replayed(r) => Ok((**r).clone()),
+            Applied::Now(change) => self.response_of(change),
+        }
+    }
+
+    fn response_of(&self, change: &Change) -> Result<TaskResponse> {
+        let t = change
+            .after
+            .as_ref()
+            .ok_or_else(|| Failure::internal("the write removed the task"))?;
+        Ok(TaskResponse {
+            task: self.view(t)?,
+            error: outcome_failure(change),
+            retry: match &change.outcome {
+                Outcome::Retry(plan) => Some(RetryView::from(plan)),
+                _ => None,
+            },
+            exit: exit_view(change),
+        })
+    }
+
+    /// The response stored with a `--request-id`.
+    fn response_json(&self, change: &Change) -> std::result::Result<String, EngineError> {
+        let r = self.response_of(change).map_err(EngineError::from)?;
+        serde_json::to_string(&r).map_err(|e| Failure::internal(e.to_string()).into())
+    }
+}

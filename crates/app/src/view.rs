@@ -1,0 +1,223 @@
+//! The typed results every front end formats: a task as `task show --json` prints it,
+//! the answer to a write, an event as `history --json` prints it, a node of the tree.
+//! Plain data with `Serialize`; the CLI prints them as text or JSON, MCP returns them as
+//! tool results, the dashboards render them.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use warden_core::event::{Actor, Event, EventKind};
+use warden_core::failure::Failure;
+use warden_core::model::{Phase, Phases, Specs, Status, Task, TaskId, WorkflowKind};
+use warden_core::progress::{self, GateStatus};
+use warden_core::retry::RetryPlan;
+use warden_core::tree::TreeIndex;
+
+/// One task with everything DESIGN 4 promises for `task show --json`, plus the session
+/// and failure details.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskView {
+    /// The id.
+    pub id: TaskId,
+    /// The title.
+    pub title: String,
+    /// Instructions and context.
+    pub body: String,
+    /// The parent, if any.
+    pub parent: Option<TaskId>,
+    /// Sort key among siblings.
+    pub order: i64,
+    /// Children ids, in `(order, id)` order.
+    pub children: Vec<TaskId>,
+    /// Tasks that must be done first.
+    pub depends_on: Vec<TaskId>,
+    /// `review` or `direct`.
+    pub workflow: WorkflowKind,
+    /// Lifecycle status.
+    pub status: Status,
+    /// Accepted (leaf) or every child passes (group).
+    pub passes: bool,
+    /// Failed attempts.
+    pub attempts: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Sessions that ended without their artifact since the last transition.
+    pub crash_count: u32,
+    /// Entries into agent-review.
+    pub review_round: u32,
+    /// The derived gate status (seed 002).
+    pub gate: Option<GateStatus>,
+    /// Every phase's status, in pipeline order.
+    pub phases: Phases,
+    /// Where the pipeline resumes after a retry.
+    pub resume_from_phase: Option<Phase>,
+    /// Phases whose one automatic heal was used.
+    pub auto_heal: Vec<Phase>,
+    /// Work, prechecks and postchecks.
+    pub spec: Specs,
+    /// The git branch.
+    pub branch: String,
+    /// The session believed alive.
+    pub session: Option<String>,
+    /// The last session ended without advancing the task.
+    pub dead: bool,
+    /// A person asked for a new session.
+    pub respawn_requested: bool,
+    /// Why the task last failed or got stuck.
+    pub last_failure: Option<String>,
+    /// Incremented by every write.
+    pub version: u64,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Time of the last change.
+    pub updated_at: Timestamp,
+}
+
+impl TaskView {
+    /// The view of `t`, with children and dependency states from `idx`.
+    pub fn of(t: &Task, idx: &TreeIndex<'_>) -> TaskView {
+        TaskView {
+            id: t.id().clone(),
+            title: t.spec.title.clone(),
+            body: t.spec.body.clone(),
+            parent: t.spec.parent.clone(),
+            order: t.spec.order,
+            children: idx
+                .children(t.id())
+                .iter()
+                .map(|c| c.id().clone())
+                .collect(),
+            depends_on: t.spec.depends_on.clone(),
+            workflow: t.spec.workflow,
+            status: t.status(),
+            passes: t.passes(),
+            attempts: t.attempts(),
+            max_attempts: t.spec.max_attempts,
+            crash_count: t.crash_count(),
+            review_round: t.review_round(),
+            gate: progress::gate_status(t, idx.deps_done(t)),
+            phases: *t.phases(),
+            resume_from_phase: t.resume_from_phase(),
+            auto_heal: t.auto_heal().to_vec(),
+            spec: t.spec.spec.clone(),
+            branch: t.branch(),
+            session: t.live_session().map(str::to_owned),
+            dead: t.is_dead(),
+            respawn_requested: t.respawn_requested(),
+            last_failure: t.last_failure().map(str::to_owned),
+            version: t.version(),
+            created_at: t.created_at(),
+            updated_at: t.updated_at(),
+        }
+    }
+}
+
+/// Which phases a retry runs again and which it keeps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryView {
+    /// Phases that run again, in order.
+    pub runs_again: Vec<Phase>,
+    /// Earlier phases kept as they are.
+    pub kept: Vec<Phase>,
+}
+
+impl From<&RetryPlan> for RetryView {
+    fn from(p: &RetryPlan) -> Self {
+        RetryView {
+            runs_again: p.rerun.clone(),
+            kept: p.kept.clone(),
+        }
+    }
+}
+
+/// How a session-end report was taken.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitView {
+    /// `current`, `stale` or `duplicate`.
+    pub disposition: String,
+    /// What followed, in words.
+    pub action: String,
+}
+
+/// The answer to a write, as `--json` prints it and `--request-id` replays it: the task
+/// after the write, and what the write meant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskResponse {
+    /// The task after the write.
+    #[serde(flatten)]
+    pub task: TaskView,
+    /// A stored outcome that is a failure (a failed guard: the attempt is stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Failure>,
+    /// For a retry: the phases that run again and those kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryView>,
+    /// For an exit report: how it was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<ExitView>,
+}
+
+/// One event as `history --json` prints it (DESIGN 4: `seq, at, task, type, from, to,
+/// reason, actor`, plus the version and the event's own data).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EventView {
+    /// Position in the log.
+    pub seq: u64,
+    /// When.
+    pub at: Timestamp,
+    /// The task.
+    pub task: TaskId,
+    /// The wire name (`status.changed`, …).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Old status, for events that move it.
+    pub from: Option<Status>,
+    /// New status, for events that move it.
+    pub to: Option<Status>,
+    /// Why, in one line.
+    pub reason: Option<String>,
+    /// Who.
+    pub actor: Actor,
+    /// The task version the event's write produced.
+    pub version: u64,
+    /// The event itself.
+    pub data: EventKind,
+}
+
+impl From<&Event> for EventView {
+    fn from(e: &Event) -> Self {
+        let (from, to) = e.kind.transition().unzip();
+        EventView {
+            seq: e.seq,
+            at: e.at,
+            task: e.task.clone(),
+            kind: e.kind.type_name(),
+            from,
+            to,
+            reason: e.kind.reason(),
+            actor: e.actor,
+            version: e.version,
+            data: e.kind.clone(),
+        }
+    }
+}
+
+/// A node of `plan show`: the task with its children nested.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeView {
+    /// The id.
+    pub id: TaskId,
+    /// The title.
+    pub title: String,
+    /// Status.
+    pub status: Status,
+    /// Passes.
+    pub passes: bool,
+    /// Attempts.
+    pub attempts: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Dependencies.
+    pub depends_on: Vec<TaskId>,
+    /// Children, nested.
+    pub children: Vec<NodeView>,
+}

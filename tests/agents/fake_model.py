@@ -23,6 +23,9 @@ SCRIPT.json:
         {"http_error": 500},              # answer this request with HTTP 500
         {"drop": true},                   # start the stream, then close the connection
         ...]}]}
+Any step may also carry "delay": SECONDS, a wait before anything is sent (a model that
+never answers), or "stall": SECONDS, a wait after the stream's first event (a stream
+that goes quiet).
 A top-level list is read as the list of conversations. An error step is served once
 (add "times": N to serve it N times, or "always": true to serve it forever) and then the
 step after it. When a conversation's turns run out it answers the text "done".
@@ -43,7 +46,8 @@ Tool steps, per API:
   Responses: a `function_call` with JSON `arguments`; when the request declares the tool
     as a custom (freeform) tool, e.g. apply_patch, a `custom_tool_call` whose `input`
     is the step's input string. `mcp__SERVER__TOOL` becomes name TOOL in namespace
-    mcp__SERVER when the request lists that namespace. "namespace" in the step forces it.
+    mcp__SERVER (unless the request declares a tool by that very name); "namespace" in
+    the step sets it explicitly.
   Chat: a `tool_calls` entry (aider has no tools: give it text with SEARCH/REPLACE).
 Aider's separate commit-message request (its system prompt mentions "commit message")
 is answered with COMMIT_MESSAGE and does not move the script.
@@ -76,7 +80,7 @@ class Script:
         self.conversations = [
             {"match": c.get("match", ""), "turns": list(c.get("turns", []))} for c in convs
         ]
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.errors_served = {}  # (conversation, position) -> error steps served there
         self.chat_position = {}  # conversation -> model steps taken (Chat API only)
 
@@ -283,11 +287,14 @@ class Handler(BaseHTTPRequestHandler):
         if position is None:  # Chat API: the server keeps the position
             with script.lock:
                 position = script.chat_position.get(conv, 0)
-        step = script.step(conv, position)
-        if api == "chat" and not is_error(step):
-            with script.lock:
-                script.chat_position[conv] = position + 1
+                step = script.step(conv, position)
+                if not is_error(step):
+                    script.chat_position[conv] = position + 1
+        else:
+            step = script.step(conv, position)
         self.record(api, body, conv, position, step)
+        if step.get("delay"):  # a slow or hung model: wait before answering at all
+            time.sleep(float(step["delay"]))
         if "http_error" in step:
             status = int(step["http_error"])
             msg = step.get("message", f"scripted error {status}")
@@ -321,6 +328,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, message)
         self.start_sse()
         self.sse("message_start", {"type": "message_start", "message": message})
+        time.sleep(float(step.get("stall", 0)))
         if block["type"] == "text":
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
@@ -366,6 +374,7 @@ class Handler(BaseHTTPRequestHandler):
             self.sse(kind, dict(type=kind, sequence_number=next(seq), **fields))
 
         ev("response.created", response=response)
+        time.sleep(float(step.get("stall", 0)))
         ev("response.in_progress", response=response)
         if item["type"] == "message":
             ev("response.output_item.added", output_index=0, item=dict(item, content=[],
@@ -409,6 +418,7 @@ class Handler(BaseHTTPRequestHandler):
                                           "finish_reason": finish_reason}]))
 
         chunk({"role": "assistant", "content": ""})
+        time.sleep(float(step.get("stall", 0)))
         if step.get("drop"):
             return  # the connection closes here, mid-stream
         if "tool_calls" in message:
@@ -426,9 +436,10 @@ def responses_tool_item(body, step, item_id):
     name, namespace = step["tool"], step.get("namespace")
     tools = body.get("tools") or []
     declared = {t.get("name"): t for t in tools if isinstance(t, dict)}
-    namespaces = {t.get("name") for t in tools if isinstance(t, dict) and t.get("type") == "namespace"}
     m = re.fullmatch(r"(mcp__[^_]+(?:_[^_]+)*?)__(.+)", name)
-    if namespace is None and m and name not in declared and m.group(1) in namespaces:
+    if namespace is None and m and name not in declared:
+        # Codex lists MCP tools as a namespace (or defers them behind tool_search, for
+        # known models); either way it takes a call to TOOL in namespace mcp__SERVER.
         namespace, name = m.group(1), m.group(2)
     call_id = "call_" + item_id
     if (declared.get(name) or {}).get("type") == "custom":

@@ -294,14 +294,7 @@ impl App {
                 ))
                 .into());
             }
-            let change = ops::create(
-                spec.clone(),
-                Initial {
-                    passes: false,
-                    attempts: 0,
-                },
-                &self.ctx(&shown),
-            )?;
+            let change = ops::create(spec.clone(), Initial::NEW, &self.ctx(&shown))?;
             Ok(Batch {
                 changes: vec![change],
                 ..Default::default()

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use jiff::Timestamp;
 use warden_core::artifact;
 use warden_core::event::Actor;
 use warden_core::memory::MemoryDelta;
@@ -25,29 +24,17 @@ struct Row {
 }
 
 fn ctx() -> Ctx<'static> {
-    Ctx {
-        now: Timestamp::from_second(1_700_000_000).unwrap(),
-        actor: Actor::Runner,
-        limits: Limits::default(),
-        task_file: "TASK.md",
-    }
+    Ctx::fixed(Actor::Runner)
 }
 
 fn new_task(id: &str, parent: Option<&str>, order: i64) -> Task {
     let mut spec = TaskSpec::new(TaskId::new(id).unwrap(), WorkflowKind::Review, 3);
     spec.parent = parent.map(|p| TaskId::new(p).unwrap());
     spec.order = order;
-    ops::create(
-        spec,
-        Initial {
-            passes: false,
-            attempts: 0,
-        },
-        &ctx(),
-    )
-    .unwrap()
-    .after
-    .unwrap()
+    ops::create(spec, Initial::NEW, &ctx())
+        .unwrap()
+        .after
+        .unwrap()
 }
 
 fn per_sec(n: usize, d: Duration) -> f64 {

@@ -1,9 +1,7 @@
 //! `warden memory`, `prompt`, `history`, `state` and `check` through the real binary
 //! (DESIGN 2.5, 2.6, 2.7 and 4).
 
-mod common;
-
-use common::{Workspace, code, describe, err_line, text};
+use crate::common::{Workspace, code, describe, err_line, text};
 use serde_json::{Value, json};
 
 #[test]

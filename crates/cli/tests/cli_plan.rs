@@ -2,9 +2,7 @@
 //! refusals, export round-trips, show, apply (seed 000's reconcile), next, and sync of a
 //! get-shit-done `.planning/` directory (DESIGN 2.3, 2.6, 4).
 
-mod common;
-
-use common::{Workspace, err_line, ids, text};
+use crate::common::{Workspace, err_line, ids, text};
 use serde_json::{Value, json};
 
 const PLAN_JSON: &str = r#"{"tasks": [
@@ -78,10 +76,10 @@ fn import_reads_json_toml_and_yaml_alike() {
         let ws = Workspace::new("import");
         let o = import(&ws, name, content);
         assert_eq!(
-            common::code(&o),
+            crate::common::code(&o),
             0,
             "{}",
-            common::describe(&["plan", "import", name], &o)
+            crate::common::describe(&["plan", "import", name], &o)
         );
         let all = ws.tasks();
         assert_eq!(all.len(), 4, "{name}");
@@ -209,10 +207,10 @@ fn import_from_stdin_and_initial_runner_fields() {
         r#"{"tasks": [{"id": "old", "passes": true}, {"id": "tried", "attempts": 2}]}"#,
     );
     assert_eq!(
-        common::code(&o),
+        crate::common::code(&o),
         0,
         "{}",
-        common::describe(&["plan", "import", "-"], &o)
+        crate::common::describe(&["plan", "import", "-"], &o)
     );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["imported"], json!(["old", "tried"]));
@@ -228,7 +226,7 @@ fn import_from_stdin_and_initial_runner_fields() {
 #[test]
 fn export_round_trips_through_import() {
     let a = Workspace::new("export-a");
-    assert_eq!(common::code(&import(&a, "plan.json", PLAN_JSON)), 0);
+    assert_eq!(crate::common::code(&import(&a, "plan.json", PLAN_JSON)), 0);
     // Some runner state worth carrying: a passed leaf and a charged attempt.
     let tree = a.write("tree.json", serde_json::to_string(&export(&a)).unwrap());
     let tree = tree.to_str().unwrap();
@@ -286,10 +284,10 @@ fn export_round_trips_through_import() {
         &serde_json::to_string_pretty(&exported).unwrap(),
     );
     assert_eq!(
-        common::code(&o),
+        crate::common::code(&o),
         0,
         "{}",
-        common::describe(&["plan", "import"], &o)
+        crate::common::describe(&["plan", "import"], &o)
     );
     assert_eq!(
         export(&b),
@@ -309,7 +307,7 @@ fn show_prints_the_tree() {
     let ws = Workspace::new("show");
     let o = ws.ok(&["plan", "show"]);
     assert!(text(&o.stdout).contains("no tasks"));
-    assert_eq!(common::code(&import(&ws, "plan.json", PLAN_JSON)), 0);
+    assert_eq!(crate::common::code(&import(&ws, "plan.json", PLAN_JSON)), 0);
     let v = ws.json(&["plan", "show"]);
     let roots: Vec<&str> = v
         .as_array()
@@ -361,7 +359,7 @@ fn apply_reconciles_an_edited_tree() {
       {"id": "x"},
       {"id": "y"}
     ]}"#;
-    assert_eq!(common::code(&import(&ws, "plan.json", plan)), 0);
+    assert_eq!(crate::common::code(&import(&ws, "plan.json", plan)), 0);
 
     // done + pass: passes set; the parent is derived once every child passes.
     let f = write_tree(&ws, "t1.json", |_| {});
@@ -622,7 +620,7 @@ fn apply_reconciles_an_edited_tree() {
 fn attempts_saturate_into_stuck_through_apply() {
     let ws = Workspace::new("applystuck");
     assert_eq!(
-        common::code(&import(
+        crate::common::code(&import(
             &ws,
             "plan.json",
             r#"{"tasks": [{"id": "s", "max_attempts": 2}]}"#
@@ -657,7 +655,7 @@ fn next_names_the_leftmost_ready_leaf() {
       {"id": "b", "parent": "g", "order": 1, "depends_on": ["a"]},
       {"id": "a", "parent": "g", "order": 2}
     ]}"#;
-    assert_eq!(common::code(&import(&ws, "plan.json", plan)), 0);
+    assert_eq!(crate::common::code(&import(&ws, "plan.json", plan)), 0);
     assert_eq!(
         ws.json(&["plan", "next"]),
         json!({"next": "a", "state": "open"}),
@@ -773,10 +771,10 @@ fn sync_reads_an_explicit_planning_directory() {
     for arg in ["docs/planning", dir.to_str().unwrap()] {
         let o = ws.run(&["plan", "sync", arg]);
         assert_eq!(
-            common::code(&o),
+            crate::common::code(&o),
             0,
             "the DIR argument must name the planning directory, not the workspace: {}",
-            common::describe(&["plan", "sync", arg], &o)
+            crate::common::describe(&["plan", "sync", arg], &o)
         );
     }
     assert_eq!(ws.show("01-01")["passes"], true);

@@ -2,9 +2,7 @@
 //! refusals and their exit codes (DESIGN 2.1, 2.2, 2.4 and 4), and agent tampering with
 //! TASK.md (DESIGN 1.1 and 5).
 
-mod common;
-
-use common::{Workspace, code, command, describe, err_line, ids, text, unique_dir};
+use crate::common::{Workspace, code, command, describe, err_line, ids, text, unique_dir};
 use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------
@@ -485,7 +483,7 @@ fn a_stuck_task_cannot_skip_its_failing_guard() {
     let o = ws.run(&["task", "complete", "s"]);
     let v = ws.show("s");
     assert!(
-        common::code(&o) != 0 && v["status"] == "stuck",
+        crate::common::code(&o) != 0 && v["status"] == "stuck",
         "a stuck task whose postchecks fail reached {} without passing them (passes = {}): {}",
         v["status"],
         v["passes"],

@@ -2,14 +2,12 @@
 //! nothing and count exactly, kill -9 mid-write leaves a consistent store and no torn
 //! file, concurrent memory merges keep every item.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::thread;
 
-use common::{Workspace, code, command, frontmatter_field, text};
+use crate::common::{Workspace, code, command, frontmatter_field, text};
 
 /// Runs `warden ARGS` in `root` (from a worker thread).
 fn run(root: &Path, args: &[&str]) -> Output {

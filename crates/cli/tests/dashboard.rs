@@ -2,13 +2,11 @@
 //! process within two seconds, acts on keys through the store, survives a resize, and
 //! `q` leaves with exit 0 and the terminal restored (no alternate screen, no raw mode).
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{WARDEN_ENV, Workspace, bin, code, describe};
+use crate::common::{WARDEN_ENV, Workspace, bin, code, describe};
 
 /// A tmux server of our own on a private socket, killed on drop.
 struct Tmux {

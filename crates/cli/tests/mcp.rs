@@ -2,9 +2,7 @@
 //! binary is spawned as a child process, and every result is checked against what the
 //! CLI stores and prints for the same request.
 
-mod common;
-
-use common::{Workspace, bin, command, err_line};
+use crate::common::{Workspace, bin, command, err_line};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, GetPromptRequestParams, ReadResourceRequestParams,
     ResourceContents,
@@ -14,16 +12,16 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// Starts `warden mcp ARGS` in the workspace with a clean environment plus `env`.
-async fn connect(ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Client {
+pub(crate) async fn connect(ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Client {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.arg("mcp")
         .args(args)
         .current_dir(&ws.root)
         .env("NO_COLOR", "1");
-    for k in common::WARDEN_ENV {
+    for k in crate::common::WARDEN_ENV {
         cmd.env_remove(k);
     }
     for (k, v) in env {
@@ -34,7 +32,7 @@ async fn connect(ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Client 
 }
 
 /// Calls a tool; protocol errors fail the test (refusals are results).
-async fn call(c: &Client, name: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(c: &Client, name: &str, args: Value) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("arguments must be an object")
     };
@@ -44,7 +42,7 @@ async fn call(c: &Client, name: &str, args: Value) -> CallToolResult {
 }
 
 /// The text of a result.
-fn text(r: &CallToolResult) -> String {
+pub(crate) fn text(r: &CallToolResult) -> String {
     r.content
         .iter()
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
@@ -53,13 +51,13 @@ fn text(r: &CallToolResult) -> String {
 }
 
 /// A successful result's JSON.
-fn ok(r: &CallToolResult) -> Value {
+pub(crate) fn ok(r: &CallToolResult) -> Value {
     assert_ne!(r.is_error, Some(true), "tool failed: {}", text(r));
     serde_json::from_str(&text(r)).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(r)))
 }
 
 /// A refusal's first line.
-fn refusal(r: &CallToolResult) -> String {
+pub(crate) fn refusal(r: &CallToolResult) -> String {
     assert_eq!(
         r.is_error,
         Some(true),

@@ -6,14 +6,12 @@
 //! Needs `WARDEN_TEST_PG_URL` (`./scripts/test` starts a throwaway cluster); without it
 //! the tests are skipped with a notice, or fail under `CI=true`.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{code, command, describe, text, unique_dir};
+use crate::common::{code, command, describe, text, unique_dir};
 use warden_store::Store;
 use warden_store::postgres::{PgStore, testing};
 
@@ -77,8 +75,8 @@ fn lines(path: &Path) -> Vec<String> {
 }
 
 /// A project outside git with a short lease, so adoption after expiry is quick.
-fn project(name: &str, url: &str) -> common::Workspace {
-    let ws = common::Workspace::bare(name);
+fn project(name: &str, url: &str) -> crate::common::Workspace {
+    let ws = crate::common::Workspace::bare(name);
     run_ok(&ws.root, url, &["init"]);
     let toml = ws.root.join(".warden/warden.toml");
     let text = std::fs::read_to_string(&toml).unwrap();

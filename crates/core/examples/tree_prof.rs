@@ -26,17 +26,10 @@ fn main() {
             3,
         );
         prev.push(
-            ops::create(
-                spec,
-                Initial {
-                    passes: false,
-                    attempts: 0,
-                },
-                &ctx,
-            )
-            .unwrap()
-            .after
-            .unwrap(),
+            ops::create(spec, Initial::NEW, &ctx)
+                .unwrap()
+                .after
+                .unwrap(),
         );
     }
     for i in 0..n {
@@ -48,17 +41,10 @@ fn main() {
         spec.parent = Some(TaskId::new(&format!("g{}", i % groups)).unwrap());
         spec.order = (i / groups) as i64;
         prev.push(
-            ops::create(
-                spec,
-                Initial {
-                    passes: false,
-                    attempts: 0,
-                },
-                &ctx,
-            )
-            .unwrap()
-            .after
-            .unwrap(),
+            ops::create(spec, Initial::NEW, &ctx)
+                .unwrap()
+                .after
+                .unwrap(),
         );
     }
     // As `plan apply` meets them: the store's tasks by id, the file in export order.

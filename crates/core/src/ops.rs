@@ -30,6 +30,20 @@ pub struct Ctx<'a> {
     pub task_file: &'a str,
 }
 
+#[cfg(any(test, feature = "testing"))]
+impl Ctx<'static> {
+    /// The one fixed context of tests and benchmarks: 2023-11-14T22:13:20Z, default
+    /// limits, `TASK.md` as the file shown.
+    pub fn fixed(actor: Actor) -> Ctx<'static> {
+        Ctx {
+            now: Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH),
+            actor,
+            limits: Limits::default(),
+            task_file: "TASK.md",
+        }
+    }
+}
+
 /// A decided write: the task before and after, and the events that lead from one to
 /// the other.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,6 +308,15 @@ pub struct Initial {
     pub passes: bool,
     /// `attempts`.
     pub attempts: u32,
+}
+
+impl Initial {
+    /// A task that has not passed and has no failed attempt: every new task but a
+    /// person's import of finished work.
+    pub const NEW: Initial = Initial {
+        passes: false,
+        attempts: 0,
+    };
 }
 
 /// `task create` / import: a new task. A task imported with `passes: true` starts done.

@@ -9,10 +9,8 @@ use proptest::prelude::*;
 
 fn ctx() -> Ctx<'static> {
     Ctx {
-        now: Timestamp::from_second(1_700_000_000).unwrap(),
-        actor: Actor::Person,
-        limits: Limits::default(),
         task_file: ".warden/tasks/t1/TASK.md",
+        ..Ctx::fixed(Actor::Person)
     }
 }
 
@@ -21,15 +19,7 @@ fn new_task(workflow: WorkflowKind, postchecks: bool) -> (Task, Vec<Event>) {
     if postchecks {
         spec.spec.postchecks = Some(WorkSpec::Shell("cargo test".into()));
     }
-    let ch = create(
-        spec,
-        Initial {
-            passes: false,
-            attempts: 0,
-        },
-        &ctx(),
-    )
-    .unwrap();
+    let ch = create(spec, Initial::NEW, &ctx()).unwrap();
     (ch.after.clone().unwrap(), ch.events)
 }
 

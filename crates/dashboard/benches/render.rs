@@ -72,10 +72,7 @@ fn changes(now: Timestamp) -> Vec<Change> {
         let mut spec = TaskSpec::new(pid.clone(), WorkflowKind::Review, 3);
         spec.title = format!("Phase {p}: a group of plans");
         spec.order = p as i64;
-        let init = Initial {
-            passes: false,
-            attempts: 0,
-        };
+        let init = Initial::NEW;
         push(&mut out, ops::create(spec, init, &ctx(now)).unwrap());
         for l in 0..LEAVES_PER_PHASE {
             let mut spec = TaskSpec::new(

@@ -20,10 +20,7 @@ use crate::load;
 use crate::view::{age, render};
 
 const T0: i64 = 1_750_000_000;
-const INITIAL: Initial = Initial {
-    passes: false,
-    attempts: 0,
-};
+const INITIAL: Initial = Initial::NEW;
 
 fn at(s: i64) -> Timestamp {
     Timestamp::from_second(T0 + s).unwrap()

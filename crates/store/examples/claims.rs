@@ -62,10 +62,7 @@ fn main() {
         .iter()
         .map(|id| {
             let spec = TaskSpec::new(id.clone(), WorkflowKind::Direct, 3);
-            let init = Initial {
-                passes: false,
-                attempts: 0,
-            };
+            let init = Initial::NEW;
             ops::create(spec, init, &ctx(now)).unwrap()
         })
         .collect();

@@ -65,12 +65,7 @@ pub fn plan_yaml(data: &[u8]) {
 }
 
 fn ctx() -> Ctx<'static> {
-    Ctx {
-        now: jiff::Timestamp::UNIX_EPOCH,
-        actor: Actor::Agent,
-        limits: Limits::default(),
-        task_file: "TASK.md",
-    }
+    Ctx::fixed(Actor::Agent)
 }
 
 /// A fixed previous tree: a root with two leaves, one of them working.
@@ -78,17 +73,10 @@ fn prev_tree() -> Vec<Task> {
     let mk = |id: &str, parent: Option<&str>| {
         let mut spec = TaskSpec::new(TaskId::new(id).unwrap(), WorkflowKind::Direct, 3);
         spec.parent = parent.map(|p| TaskId::new(p).unwrap());
-        ops::create(
-            spec,
-            Initial {
-                passes: false,
-                attempts: 0,
-            },
-            &ctx(),
-        )
-        .unwrap()
-        .after
-        .unwrap()
+        ops::create(spec, Initial::NEW, &ctx())
+            .unwrap()
+            .after
+            .unwrap()
     };
     let a = mk("a", Some("root"));
     let a = ops::transition(&a, Status::Working, &TransitionInput::default(), &ctx())

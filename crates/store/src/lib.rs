@@ -10,7 +10,7 @@ pub mod engine;
 #[doc(hidden)]
 pub mod failpoint;
 pub mod files;
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub mod fuzzing;
 mod memory_rows;
 pub mod postgres;

@@ -879,7 +879,8 @@ impl Store for PgStore {
 
 /// Helpers for tests that need a PostgreSQL server: `WARDEN_TEST_PG_URL` names one
 /// (`./scripts/test` starts a throwaway cluster and sets it). Each test gets a database
-/// of its own, dropped at the end.
+/// of its own, dropped at the end. Built for tests only (the `testing` feature).
+#[cfg(feature = "testing")]
 pub mod testing {
     use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -769,16 +769,11 @@ mod tests {
     use super::*;
     use jiff::Timestamp;
     use warden_core::event::Actor;
-    use warden_core::model::{Limits, Status, TaskSpec, WorkflowKind};
+    use warden_core::model::{Status, TaskSpec, WorkflowKind};
     use warden_core::ops::{self, Ctx, Initial, TransitionInput};
 
     fn ctx() -> Ctx<'static> {
-        Ctx {
-            now: Timestamp::from_second(1_700_000_000).unwrap(),
-            actor: Actor::Person,
-            limits: Limits::default(),
-            task_file: "TASK.md",
-        }
+        Ctx::fixed(Actor::Person)
     }
 
     fn temp_db() -> (PathBuf, SqliteStore) {
@@ -798,15 +793,7 @@ mod tests {
 
     fn created(id: &str) -> ops::Change {
         let spec = TaskSpec::new(TaskId::new(id).unwrap(), WorkflowKind::Review, 3);
-        ops::create(
-            spec,
-            Initial {
-                passes: false,
-                attempts: 0,
-            },
-            &ctx(),
-        )
-        .unwrap()
+        ops::create(spec, Initial::NEW, &ctx()).unwrap()
     }
 
     /// Each short-lived connection leaves the WAL to the next, and SQLite never restarts

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use warden_core::event::Actor;
 use warden_core::memory::{self, Memory, MemoryCaps, MemoryDelta};
-use warden_core::model::{Limits, Status, TaskId, TaskSpec, WorkflowKind};
+use warden_core::model::{Status, TaskId, TaskSpec, WorkflowKind};
 use warden_core::ops::{self, Change, Ctx, Initial, TransitionInput};
 use warden_store::{Batch, Fence, Store, StoreError};
 
@@ -18,12 +18,7 @@ use warden_store::{Batch, Fence, Store, StoreError};
 type Open = Arc<dyn Fn() -> Box<dyn Store> + Send + Sync>;
 
 fn ctx() -> Ctx<'static> {
-    Ctx {
-        now: Timestamp::from_second(1_700_000_000).unwrap(),
-        actor: Actor::Person,
-        limits: Limits::default(),
-        task_file: "TASK.md",
-    }
+    Ctx::fixed(Actor::Person)
 }
 
 fn tid(s: &str) -> TaskId {
@@ -32,15 +27,7 @@ fn tid(s: &str) -> TaskId {
 
 fn created(id: &str) -> Change {
     let spec = TaskSpec::new(tid(id), WorkflowKind::Direct, 3);
-    ops::create(
-        spec,
-        Initial {
-            passes: false,
-            attempts: 0,
-        },
-        &ctx(),
-    )
-    .unwrap()
+    ops::create(spec, Initial::NEW, &ctx()).unwrap()
 }
 
 fn batch(changes: Vec<Change>) -> Batch {

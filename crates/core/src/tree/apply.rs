@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Limits, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum};
 use crate::tree::validate::{NONE, validate_resolved};
-use crate::tree::{Forest, PlanError, PlanNode, derive_in_place};
+use crate::tree::{Forest, PARALLEL_NODES, PlanError, PlanNode, derive_in_place};
 
 named_enum!(
     /// What the agent says about the selected node (seed 000).
@@ -632,10 +632,6 @@ pub(super) struct Matched {
     /// The stored task has passed (it is settled).
     pub(super) passed: bool,
 }
-
-/// Nodes from which [`match_all`] splits the comparisons over two threads: each stored
-/// task is read at random, and two cores wait for memory in parallel.
-pub(super) const PARALLEL_NODES: usize = 16 * 1024;
 
 /// Compares every file node (in output order) with its stored task: `None` for a new
 /// node. Also returns the person-owned fields the file changed ([`note_person_fields`]),

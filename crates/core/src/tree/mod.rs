@@ -38,6 +38,10 @@ impl std::hash::Hasher for IdHasher {
 /// A map keyed by task id, hashed with [`IdHasher`].
 pub(crate) type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 
+/// Nodes from which [`match_all`] splits the comparisons over two threads: each stored
+/// task is read at random, and two cores wait for memory in parallel.
+pub(crate) const PARALLEL_NODES: usize = 16 * 1024;
+
 pub use apply::{
     AgentStatus, ApplyError, ApplySummary, GuardOutcome, ReconciledNode, TamperNote, TreeUpdate,
     apply_state_updates,

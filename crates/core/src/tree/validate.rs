@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::model::TaskId;
-use crate::tree::apply::PARALLEL_NODES;
+use crate::tree::PARALLEL_NODES;
 use crate::tree::{IdIndex, IdMap, PlanNode};
 
 /// One problem in a plan file.

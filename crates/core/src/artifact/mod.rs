@@ -1,0 +1,187 @@
+//! TASK.md parsing: the frontmatter mirror, `## Name` sections, the review verdict and the
+//! evidence digests that gate transitions (DESIGN 2.1, seed 001 "Artifact Parsing").
+//! Pure and total: every input parses to something, every problem is listed, nothing panics.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+
+use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Serialize, Serializer};
+use sha2::{Digest, Sha256};
+
+use crate::model::Task;
+
+mod frontmatter;
+#[cfg(any(test, feature = "testing"))]
+mod fuzz;
+mod sections;
+mod skeleton;
+#[cfg(test)]
+mod tests;
+mod verdict;
+
+pub use frontmatter::*;
+#[cfg(any(test, feature = "testing"))]
+pub use fuzz::fuzz;
+pub use sections::*;
+pub use skeleton::*;
+pub use verdict::*;
+
+/// The name of the section a worker writes before `working → agent-review`.
+pub const HANDOFF: &str = "Handoff";
+/// The name of the section a reviewer writes, holding the verdict.
+pub const REVIEW: &str = "Review";
+
+/// The frontmatter fields, in the order [`Frontmatter::render`] writes them.
+pub const FIELDS: [&str; 8] = [
+    "id",
+    "title",
+    "status",
+    "attempts",
+    "max_attempts",
+    "crash_count",
+    "review_round",
+    "branch",
+];
+
+/// The mirror fields an agent may not change; `title` is the person's (DESIGN 1, 4).
+pub const RUNNER_OWNED: [&str; 7] = [
+    "id",
+    "status",
+    "attempts",
+    "max_attempts",
+    "crash_count",
+    "review_round",
+    "branch",
+];
+
+const BOM: &str = "\u{feff}";
+
+// ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/// A problem found in TASK.md, at a 1-based line and column of the whole file. Columns count
+/// Unicode scalar values, not bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("line {line}, column {column}: {message}")]
+pub struct ParseError {
+    /// 1-based line in the file.
+    pub line: usize,
+    /// 1-based column (characters) in the line.
+    pub column: usize,
+    /// One line: what is wrong and what to do.
+    pub message: String,
+}
+
+/// A parsed TASK.md.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskDoc<'a> {
+    /// The whole file text.
+    pub text: &'a str,
+    /// The frontmatter, if the file has a closed block of valid YAML.
+    pub frontmatter: Option<Frontmatter>,
+    /// Where the body starts.
+    pub body_offset: usize,
+    /// Every `## Name` section, in file order (duplicates included).
+    pub sections: Vec<Section>,
+    /// Every problem found.
+    pub errors: Vec<ParseError>,
+}
+
+impl<'a> TaskDoc<'a> {
+    /// The section that counts for `name` (the last one of that name).
+    pub fn section(&self, name: &str) -> Option<&Section> {
+        section(self, name)
+    }
+
+    /// The content text of a section of this document.
+    pub fn content(&self, s: &Section) -> &'a str {
+        self.text.get(s.content.clone()).unwrap_or("")
+    }
+
+    /// The gate evidence of this document.
+    pub fn artifacts(&self) -> Artifacts {
+        let review = self.section(REVIEW);
+        Artifacts {
+            handoff: self.evidence(HANDOFF),
+            review: self.evidence(REVIEW),
+            verdict: review.and_then(|s| verdict(self.content(s))),
+            errors: self.errors.clone(),
+        }
+    }
+
+    fn evidence(&self, name: &str) -> Option<Evidence> {
+        let s = self.section(name)?;
+        let content = self.content(s);
+        has_content(content).then(|| Evidence {
+            section: s.name.clone(),
+            digest: sha256_hex(content.as_bytes()),
+        })
+    }
+}
+
+/// The section named `name` (trimmed, case-insensitive); when the name appears more than
+/// once the last one counts, because agents append.
+pub fn section<'d>(doc: &'d TaskDoc<'_>, name: &str) -> Option<&'d Section> {
+    doc.sections.iter().rev().find(|s| same_name(&s.name, name))
+}
+
+/// Parses a TASK.md: frontmatter, sections and every problem found. Never panics.
+pub fn parse(text: &str) -> TaskDoc<'_> {
+    let sp = split(text);
+    let mut errors = Vec::new();
+    if let Some(e) = sp.error {
+        errors.push(e);
+    }
+    let frontmatter = sp
+        .frontmatter
+        .and_then(|yaml| parse_frontmatter(yaml, &mut errors));
+    TaskDoc {
+        text,
+        frontmatter,
+        body_offset: sp.body_offset,
+        sections: scan_sections(text, sp.body_offset),
+        errors,
+    }
+}
+
+/// A gated section that exists and has content.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Evidence {
+    /// The section name as written in the file.
+    pub section: String,
+    /// Lower-hex SHA-256 of the section content bytes.
+    pub digest: String,
+}
+
+/// What the gates need from a TASK.md (seed 001's `TaskArtifacts`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Artifacts {
+    /// `## Handoff`, when present with content.
+    pub handoff: Option<Evidence>,
+    /// `## Review`, when present with content.
+    pub review: Option<Evidence>,
+    /// The verdict of `## Review`, if it has one.
+    pub verdict: Option<Verdict>,
+    /// Problems found while parsing (they do not hide the sections).
+    pub errors: Vec<ParseError>,
+}
+
+/// Parses `text` and extracts the gate evidence.
+pub fn artifacts(text: &str) -> Artifacts {
+    parse(text).artifacts()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xF)]));
+    }
+    out
+}

@@ -1,0 +1,368 @@
+//! Agent sessions: starts a task's agent as a plain child process or in tmux on a private
+//! socket, captures its output to the task's log, and reports every end of a session
+//! through one path — running `warden task exited ID --session S --exit-code N` (DESIGN 2.2).
+//!
+//! Both modes end the same way: the process waiter (process mode) and tmux's `pane-died`
+//! hook (tmux mode) run that command with `WARDEN_DIR` set, so the receiving side does not
+//! care how the session was run. [`tmux_sweep`] is the safety net for a hook that never
+//! fired; the receiver is idempotent, so a second report of the same session is harmless.
+
+mod process;
+#[cfg(test)]
+mod tests;
+mod tmux;
+
+pub use process::*;
+pub use tmux::*;
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rustix::process::{Pid, WaitId, WaitIdOptions};
+use warden_core::model::TaskId;
+use warden_store::config::{CREDENTIALS_VAR, SECRET_VARS};
+
+use crate::check::{kill_group, tail};
+
+/// The exit code reported for a session killed because it ran past its timeout (as
+/// coreutils `timeout` does).
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+/// Everything needed to start one agent session and report its end. It is also what the
+/// supervisor writes to `session.json` for the `warden session-run` host to read.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SessionSpec {
+    /// The task the session works on (`^[a-z0-9][a-z0-9._-]{0,63}$`).
+    pub task_id: String,
+    /// The id Warden gave this session; same character rules as a task id.
+    pub session_id: String,
+    /// The program and its arguments; never passed through a shell.
+    pub argv: Vec<String>,
+    /// The working directory (the task's worktree).
+    pub cwd: PathBuf,
+    /// Extra environment (`WARDEN_DIR`, `WARDEN_TASK_ID`, `WARDEN_TASK_FILE`, `WARDEN_ROLE`).
+    pub env: Vec<(String, String)>,
+    /// Where output goes (`.warden/tasks/<id>/output.log`); appended to, never truncated.
+    pub log_path: PathBuf,
+    /// The `warden` binary: its directory is put first on the session's `PATH`, and it is
+    /// run to report the session's end.
+    pub warden_exe: PathBuf,
+    /// The project root (the directory holding `.warden/`), passed as `WARDEN_DIR` to the
+    /// exit report.
+    pub project_root: PathBuf,
+    /// How long the session may run before its process group is killed and exit code
+    /// [`TIMEOUT_EXIT_CODE`] is reported.
+    #[serde(rename = "timeout_s", with = "seconds")]
+    pub timeout: Duration,
+}
+
+/// A [`Duration`] as whole seconds on the wire.
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
+    }
+}
+
+/// How sessions are run (`agent.session` in `warden.toml`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionMode {
+    /// A plain child process in its own process group, watched by a waiter thread.
+    Process,
+    /// A detached tmux session on Warden's private socket; a person can attach to it.
+    Tmux {
+        /// The private tmux socket (`tmux -S`).
+        socket: PathBuf,
+    },
+}
+
+/// Why a session could not be started, inspected or reported.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The command to run is empty.
+    #[error("the session command is empty; set agent.command in .warden/warden.toml")]
+    EmptyCommand,
+    /// A task or session id has characters that are unsafe in a tmux name or a shell word.
+    #[error(
+        "invalid {what} {id:?}: use 1-64 characters from a-z, 0-9, '.', '_' and '-', starting with a letter or digit"
+    )]
+    BadId {
+        /// "task id" or "session id".
+        what: &'static str,
+        /// The offending id.
+        id: String,
+    },
+    /// A path that must be embedded in a tmux hook is not UTF-8.
+    #[error(
+        "path {0:?} is not valid UTF-8; move the project to a UTF-8 path or use agent.session = \"process\""
+    )]
+    NonUtf8Path(PathBuf),
+    /// The session log could not be created or written.
+    #[error("cannot write the session log {path}: {source}; check that the directory is writable")]
+    Log {
+        /// The log file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The agent program could not be started.
+    #[error(
+        "cannot start {program:?}: {source}; check agent.command in .warden/warden.toml and PATH"
+    )]
+    Spawn {
+        /// The program (argv[0]).
+        program: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// tmux is not installed.
+    #[error(
+        "tmux is not installed or not on PATH; install tmux or set agent.session = \"process\""
+    )]
+    TmuxMissing,
+    /// A tmux command failed.
+    #[error(
+        "tmux {action} failed: {message}; if the server on {socket} is wedged, run `tmux -S {socket} kill-server`"
+    )]
+    Tmux {
+        /// What was being done ("new-session", "list-panes", ...).
+        action: &'static str,
+        /// tmux's error message (last line of its stderr).
+        message: String,
+        /// The socket, shown so the person can reach the server.
+        socket: String,
+    },
+    /// A live tmux session already runs for this task.
+    #[error(
+        "tmux session {name} is still running; stop it first (warden task cancel, or tmux -S {socket} kill-session -t {name})"
+    )]
+    TmuxSessionAlive {
+        /// The tmux session name.
+        name: String,
+        /// The socket.
+        socket: String,
+    },
+    /// The exit report (`warden task exited …`) could not be run or failed.
+    #[error(
+        "exit report for task {task_id} session {session_id} failed: {message}; run `warden task exited {task_id} --session {session_id} --exit-code {code}` by hand"
+    )]
+    Report {
+        /// The task.
+        task_id: String,
+        /// The session.
+        session_id: String,
+        /// The exit code that was being reported.
+        code: i32,
+        /// What went wrong (spawn error, or exit status and stderr tail).
+        message: String,
+    },
+}
+
+pub(crate) fn check_ids(spec: &SessionSpec) -> Result<(), SessionError> {
+    // The task-id rule is the core's; session ids follow the same rule because both end up
+    // in a tmux session name, a tmux option and a shell command.
+    for (what, id) in [("task id", &spec.task_id), ("session id", &spec.session_id)] {
+        if TaskId::new(id).is_err() {
+            return Err(SessionError::BadId {
+                what,
+                id: id.clone(),
+            });
+        }
+    }
+    if spec.argv.is_empty() {
+        return Err(SessionError::EmptyCommand);
+    }
+    Ok(())
+}
+
+/// Makes every path in the spec absolute, so that neither the exit report (run from the
+/// project root) nor tmux (whose server has its own working directory) misreads them.
+pub(crate) fn absolutize(spec: &SessionSpec) -> SessionSpec {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    SessionSpec {
+        cwd: abs(&spec.cwd),
+        log_path: abs(&spec.log_path),
+        warden_exe: abs(&spec.warden_exe),
+        project_root: abs(&spec.project_root),
+        ..spec.clone()
+    }
+}
+
+/// `PATH` for the session: the directory of `warden_exe` first, then the `PATH` from the
+/// spec's env, or else Warden's own.
+pub(crate) fn session_path(spec: &SessionSpec) -> OsString {
+    let base = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| OsString::from(v))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    match spec
+        .warden_exe
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        Some(dir) => {
+            let mut p = dir.as_os_str().to_owned();
+            if !base.is_empty() {
+                p.push(":");
+                p.push(base);
+            }
+            p
+        }
+        None => base,
+    }
+}
+
+pub(crate) fn append_log(path: &Path) -> Result<File, SessionError> {
+    let err = |source| SessionError::Log {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(err)
+}
+
+/// Appends one line to a log, ignoring failure: it is only ever a note next to the
+/// session's own output, and the exit report matters more than the note.
+pub(crate) fn note(path: &Path, line: &str) {
+    if let Ok(mut f) = OpenOptions::new().append(true).open(path) {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+pub(crate) fn header(spec: &SessionSpec) -> String {
+    let role = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "WARDEN_ROLE")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("agent");
+    format!(
+        "--- session {} ({role}, task {}) started ---",
+        spec.session_id, spec.task_id
+    )
+}
+
+/// Runs `<warden_exe> task exited <task_id> --session <session_id> --exit-code <code>` with
+/// `WARDEN_DIR=<project_root>` and waits for it: the one way a session's end is reported.
+/// [`tmux_sweep`] callers use it too.
+pub fn report_exit(
+    warden_exe: &Path,
+    project_root: &Path,
+    task_id: &str,
+    session_id: &str,
+    code: i32,
+) -> Result<(), SessionError> {
+    let fail = |message: String| SessionError::Report {
+        task_id: task_id.to_owned(),
+        session_id: session_id.to_owned(),
+        code,
+        message,
+    };
+    let out = Command::new(warden_exe)
+        .args(["task", "exited", task_id, "--session", session_id])
+        .arg("--exit-code")
+        .arg(code.to_string())
+        .env("WARDEN_DIR", project_root)
+        .current_dir(project_root)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| fail(format!("cannot run {}: {e}", warden_exe.display())))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    Err(fail(format!(
+        "{} ({})",
+        tail(stderr.trim(), 500),
+        exit_code_of(out.status)
+    )))
+}
+
+/// The shell convention: the exit code, or 128 + the signal that killed the process.
+pub(crate) fn exit_code_of(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(128)
+}
+
+/// The last `lines` lines of a log file, reading only its tail (at most 4 MiB), with
+/// carriage returns from a terminal stripped. A missing or unreadable log reads as empty.
+pub fn peek_log(log_path: &Path, lines: usize) -> String {
+    const CHUNK: u64 = 8192;
+    const MAX: u64 = 4 << 20;
+    if lines == 0 {
+        return String::new();
+    }
+    let Ok(mut f) = File::open(log_path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut start = len;
+    let mut buf: Vec<u8> = Vec::new();
+    // One newline more than the lines wanted proves the first kept line is complete.
+    while start > 0 && len - start < MAX && buf.iter().filter(|&&b| b == b'\n').count() <= lines {
+        let n = CHUNK.min(start);
+        start -= n;
+        let mut chunk = vec![0; n as usize];
+        if f.seek(SeekFrom::Start(start)).is_err() || f.read_exact(&mut chunk).is_err() {
+            return String::new();
+        }
+        chunk.extend_from_slice(&buf);
+        buf = chunk;
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let mut all: Vec<&str> = text.lines().collect();
+    if start > 0 && !all.is_empty() {
+        all.remove(0); // cut in the middle of a line
+    }
+    let from = all.len().saturating_sub(lines);
+    all[from..]
+        .iter()
+        .map(|l| l.trim_end_matches('\r'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The last `max` bytes of a file as text (invalid UTF-8 replaced); empty when it cannot
+/// be read.
+pub fn peek_bytes(path: &Path, max: u64) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(max);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(start)).is_err() || f.take(max).read_to_end(&mut buf).is_err() {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}

@@ -1,0 +1,201 @@
+//! Process mode: the session's program in its own process group, its output appended to
+//! the task's log, a waiter that blocks on its exit and reports it, and a timer that
+//! kills the group when the phase timeout passes.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// What the waiter, the timer and `kill` agree on, under one lock.
+#[derive(Debug, Default)]
+pub(crate) struct Life {
+    /// The child has exited. It stays a zombie (its pid, hence its process group id,
+    /// cannot be reused) until the waiter reaps it right after setting this, so whoever
+    /// sees `false` under the lock may still signal the group safely.
+    exited: bool,
+    timed_out: bool,
+    killed: bool,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    life: Mutex<Life>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Life> {
+        // A panic while holding the lock leaves plain flags behind; they are still usable.
+        self.life.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A session running as a child process. Dropping it does not stop the session; the
+/// waiter still reports its end.
+#[derive(Debug)]
+pub struct ProcessSession {
+    /// The child's pid, also its process group id.
+    pub pid: u32,
+    /// The session id from the spec.
+    pub session_id: String,
+    /// The waiter thread: finishes after the exit report ran, returning the reported code.
+    pub waiter: JoinHandle<i32>,
+    shared: Arc<Shared>,
+}
+
+impl ProcessSession {
+    /// Whether the session's process is still running.
+    pub fn is_alive(&self) -> bool {
+        let life = self.shared.lock();
+        // Once exited the pid may be reaped and reused, so only ask the kernel before.
+        !life.exited
+            && Pid::from_raw(self.pid as i32)
+                .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+    }
+
+    /// Kills the session's whole process group with SIGKILL. The waiter still reports the
+    /// end (exit code 137).
+    pub fn kill(&self) {
+        let mut life = self.shared.lock();
+        if !life.exited {
+            life.killed = true;
+            kill_group(self.pid);
+        }
+    }
+
+    /// Whether the session has ended and its exit report has run.
+    pub fn is_finished(&self) -> bool {
+        self.waiter.is_finished()
+    }
+
+    /// Waits until the session has ended and its exit report has run; returns the
+    /// reported exit code (`None` if the waiter panicked).
+    pub fn join(self) -> Option<i32> {
+        self.waiter.join().ok()
+    }
+}
+
+/// Starts `spec.argv` (no shell) as a child in its own process group, in `spec.cwd`, with
+/// stdin from /dev/null and stdout and stderr appended to `spec.log_path`. A waiter thread
+/// blocks on the child's exit (no polling), kills the rest of its process group, and runs
+/// the exit report; a timer kills the group at `spec.timeout` and the report says 124.
+/// If this returns an error nothing was started and nothing is reported.
+pub fn start_process(spec: &SessionSpec) -> Result<ProcessSession, SessionError> {
+    check_ids(spec)?;
+    let spec = absolutize(spec);
+    let mut log = append_log(&spec.log_path)?;
+    let log_err = |source| SessionError::Log {
+        path: spec.log_path.clone(),
+        source,
+    };
+    writeln!(log, "{}", header(&spec)).map_err(log_err)?;
+    let stderr_log = log.try_clone().map_err(log_err)?;
+
+    let mut cmd = Command::new(&spec.argv[0]);
+    cmd.args(&spec.argv[1..])
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(stderr_log);
+    for k in SECRET_VARS {
+        cmd.env_remove(k);
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .env("PATH", session_path(&spec))
+        .process_group(0);
+    let mut child = cmd.spawn().map_err(|source| SessionError::Spawn {
+        program: spec.argv[0].clone(),
+        source,
+    })?;
+    // Our copies of the log handles go with `cmd`; only the child holds the log now.
+    drop(cmd);
+    let pid = child.id();
+    let shared = Arc::new(Shared::default());
+
+    // The timer sleeps on a channel the waiter closes when the child exits, so neither
+    // thread polls.
+    let (exited_tx, exited_rx) = mpsc::channel::<()>();
+    let timer_shared = Arc::clone(&shared);
+    let timeout = spec.timeout;
+    std::thread::Builder::new()
+        .name(format!("warden-timer-{}", spec.session_id))
+        .spawn(move || {
+            if let Err(RecvTimeoutError::Timeout) = exited_rx.recv_timeout(timeout) {
+                let mut life = timer_shared.lock();
+                if !life.exited {
+                    life.timed_out = true;
+                    kill_group(pid);
+                }
+            }
+        })
+        .map_err(|source| SessionError::Spawn {
+            program: "the session timer thread".into(),
+            source,
+        })?;
+
+    let waiter_shared = Arc::clone(&shared);
+    let session_id = spec.session_id.clone();
+    let waiter = std::thread::Builder::new()
+        .name(format!("warden-session-{}", spec.session_id))
+        .spawn(move || {
+            // Wait without reaping, so the group id stays ours while we mark the exit and
+            // kill whatever the session left running in its group.
+            if let Some(p) = Pid::from_raw(pid as i32) {
+                while let Err(e) = rustix::process::waitid(
+                    WaitId::Pid(p),
+                    WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+                ) {
+                    if e != rustix::io::Errno::INTR {
+                        break;
+                    }
+                }
+            }
+            let (timed_out, killed) = {
+                let mut life = waiter_shared.lock();
+                life.exited = true;
+                kill_group(pid);
+                (life.timed_out, life.killed)
+            };
+            let status = child.wait();
+            drop(exited_tx);
+            let code = match status {
+                _ if timed_out => TIMEOUT_EXIT_CODE,
+                Ok(st) => exit_code_of(st),
+                Err(_) => 128,
+            };
+            let sid = &spec.session_id;
+            if timed_out {
+                note(
+                    &spec.log_path,
+                    &format!(
+                        "--- session {sid} timed out after {}s; its process group was killed ---",
+                        timeout.as_secs_f64()
+                    ),
+                );
+            } else if killed {
+                note(&spec.log_path, &format!("--- session {sid} was killed ---"));
+            }
+            note(
+                &spec.log_path,
+                &format!("--- session {sid} exited with code {code} ---"),
+            );
+            if let Err(e) = report_exit(
+                &spec.warden_exe,
+                &spec.project_root,
+                &spec.task_id,
+                sid,
+                code,
+            ) {
+                note(&spec.log_path, &format!("--- {e} ---"));
+            }
+            code
+        })
+        .map_err(|source| SessionError::Spawn {
+            program: "the session waiter thread".into(),
+            source,
+        })?;
+    Ok(ProcessSession {
+        pid,
+        session_id,
+        waiter,
+        shared,
+    })
+}

@@ -1,0 +1,93 @@
+//! Unit tests of the session helpers shared by both modes.
+
+use super::*;
+
+#[test]
+fn tmux_arg_escapes_only_a_trailing_semicolon() {
+    fn check(input: &str, expected: &str) {
+        assert_eq!(tmux_arg(input), OsString::from(expected), "{input:?}");
+    }
+    check("plain", "plain");
+    check("a;b", "a;b");
+    check("a;", r"a\;");
+    check(";", r"\;");
+    check(r"a\;", r"a\\;");
+    check("", "");
+}
+
+#[test]
+fn quoting() {
+    fn check(f: fn(&str) -> String, input: &str, expected: &str) {
+        assert_eq!(f(input), expected, "{input:?}");
+    }
+    check(sh_quote, "a b", "'a b'");
+    check(sh_quote, "it's", r"'it'\''s'");
+    check(sh_quote, "", "''");
+    check(format_escape, "#{x}#", "##{x}##");
+    check(tmux_quote, r#"a "$b" \c"#, r#""a \"\$b\" \\c""#);
+    check(tmux_session_name, "a.b-c_d", "warden-a+b-c_d");
+}
+
+#[test]
+fn ids_are_checked() {
+    fn check(task: &str, session: &str, ok: bool) {
+        let spec = SessionSpec {
+            task_id: task.into(),
+            session_id: session.into(),
+            argv: vec!["true".into()],
+            cwd: ".".into(),
+            env: vec![],
+            log_path: "log".into(),
+            warden_exe: "warden".into(),
+            project_root: ".".into(),
+            timeout: Duration::from_secs(1),
+        };
+        assert_eq!(check_ids(&spec).is_ok(), ok, "{task:?} {session:?}");
+    }
+    check("t1", "s1", true);
+    check("a.b_c-d", "0.x", true);
+    check("T1", "s1", false);
+    check("t1", "s'1", false);
+    check("t1", "", false);
+    check("../x", "s1", false);
+    check("t1", "s 1", false);
+}
+
+#[test]
+fn missing_tmux_says_what_to_do() {
+    let e = run_tmux_with(
+        OsStr::new("/nonexistent/tmux"),
+        Path::new("/tmp/none.sock"),
+        "list-panes",
+        &[],
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(e, SessionError::TmuxMissing), "{e:?}");
+    assert!(e.to_string().contains("agent.session = \"process\""));
+}
+
+#[test]
+fn peek_log_reads_the_tail() {
+    let dir = std::env::temp_dir().join(format!("warden-peek-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("log");
+    let mut text = String::new();
+    for i in 0..5000 {
+        text.push_str(&format!("line {i}\r\n"));
+    }
+    std::fs::write(&path, &text).unwrap();
+    fn check(path: &Path, n: usize, expected: &str) {
+        assert_eq!(peek_log(path, n), expected, "{n}");
+    }
+    check(&path, 0, "");
+    check(&path, 1, "line 4999");
+    check(&path, 3, "line 4997\nline 4998\nline 4999");
+    assert_eq!(peek_log(&path, 2000).lines().count(), 2000);
+    assert!(peek_log(&path, 2000).starts_with("line 3000\n"));
+    check(&dir.join("missing"), 5, "");
+    std::fs::write(&path, "a\nb").unwrap();
+    check(&path, 5, "a\nb");
+    check(&path, 1, "b");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -81,7 +81,7 @@ impl App {
         let idx = TreeIndex::new(&all);
         Ok(all
             .iter()
-            .filter(|t| status.is_none_or(|s| t.status() == s))
+            .filter(|t| status.is_none_or(|s| idx.status(t) == s))
             .map(|t| TaskView::of(t, &idx))
             .collect())
     }
@@ -120,7 +120,10 @@ pub fn find_workspace(explicit: Option<&Path>) -> Result<Workspace> {
 /// The actor of this process: an agent inside a session (`WARDEN_ROLE` set), else a
 /// person.
 pub fn actor_from_env() -> Actor {
-    if std::env::var_os("WARDEN_ROLE").is_some_and(|r| !r.is_empty()) {
+    if std::env::var(warden_runner::session::ACTOR_VAR).is_ok_and(|a| a == "runner") {
+        // A session host or a tmux hook reporting a session's end for Warden.
+        Actor::Runner
+    } else if std::env::var_os("WARDEN_ROLE").is_some_and(|r| !r.is_empty()) {
         Actor::Agent
     } else {
         Actor::Person

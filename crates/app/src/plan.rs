@@ -161,8 +161,8 @@ impl App {
             NodeView {
                 id: t.id().clone(),
                 title: t.spec.title.clone(),
-                status: t.status(),
-                passes: t.passes(),
+                status: idx.status(t),
+                passes: idx.passes(t),
                 attempts: t.attempts(),
                 max_attempts: t.spec.max_attempts,
                 depends_on: t.spec.depends_on.clone(),

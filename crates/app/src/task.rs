@@ -217,6 +217,7 @@ fn exit_view(change: &Change) -> Option<ExitView> {
         ExitAction::WorkEnded { success: true } => "work phase succeeded".into(),
         ExitAction::WorkEnded { success: false } => "work phase failed".into(),
         ExitAction::MarkDead => "no advance; session marked dead".into(),
+        ExitAction::HealEnded { phase } => format!("heal session ended; {phase} runs again"),
         ExitAction::Nothing => "nothing to change".into(),
     };
     Some(ExitView {
@@ -321,7 +322,47 @@ impl App {
         let written = self.eng.write_task(&req.id, key.as_ref(), |t, doc| {
             self.decide_transition(t, doc, req.to, req.reason.clone(), &shown)
         })?;
-        self.answer(written)
+        let answer = self.answer(written)?;
+        if let Some(t) = answer.task() {
+            self.stop_stale_sessions(t)?;
+        }
+        Ok(answer)
+    }
+
+    /// A person's change of status stops, at once, every session of the task that no
+    /// longer belongs (DESIGN 6) — with no supervisor running too: TERM to the session's
+    /// host (which kills it `kill_after_s` later) or tmux pane, recorded as
+    /// `session.stopped`. An agent's own move (its hand-off) is left to the supervisor,
+    /// which gives it `handoff_grace_s` first.
+    fn stop_stale_sessions(&self, t: &Task) -> Result<()> {
+        if self.eng.actor != warden_core::event::Actor::Person {
+            return Ok(());
+        }
+        let stale: Vec<String> = t
+            .open_sessions()
+            .filter(|r| {
+                r.stop.is_none()
+                    && !(r.entry == t.entry() && ops::role_for(t.status()) == Some(r.role))
+            })
+            .map(|r| r.id.clone())
+            .collect();
+        let shown = self.task_file_shown(t.id());
+        for sid in stale {
+            crate::supervisor::stop_session(self.ws(), t.id(), &sid, false);
+            let reason = warden_core::schedule::StopReason::Moved {
+                to: t.status(),
+                by: warden_core::event::Actor::Person,
+            };
+            self.eng.write_task(t.id(), None, |t, _| {
+                Ok(Decision::retryable(warden_core::schedule::react_stop(
+                    t,
+                    &sid,
+                    &reason,
+                    &self.ctx(&shown),
+                )?))
+            })?;
+        }
+        Ok(())
     }
 
     /// The decision of a transition inside a write: checks the map and the gate, runs
@@ -403,7 +444,11 @@ impl App {
                 &self.ctx(&shown),
             )?))
         })?;
-        self.answer(written)
+        let answer = self.answer(written)?;
+        if let Some(t) = answer.task() {
+            self.stop_stale_sessions(t)?;
+        }
+        Ok(answer)
     }
 
     /// `task respawn` / `task spawn`: ask for a new session for a task whose session is

@@ -88,13 +88,17 @@ impl TaskView {
                 .collect(),
             depends_on: t.spec.depends_on.clone(),
             workflow: t.spec.workflow,
-            status: t.status(),
-            passes: t.passes(),
+            status: idx.status(t),
+            passes: idx.passes(t),
             attempts: t.attempts(),
             max_attempts: t.spec.max_attempts,
             crash_count: t.crash_count(),
             review_round: t.review_round(),
-            gate: progress::gate_status(t, idx.deps_done(t)),
+            gate: if idx.is_leaf(t.id()) {
+                progress::gate_status(t, idx.deps_done(t))
+            } else {
+                group_gate(idx.status(t))
+            },
             phases: *t.phases(),
             resume_from_phase: t.resume_from_phase(),
             auto_heal: t.auto_heal().to_vec(),
@@ -108,6 +112,17 @@ impl TaskView {
             created_at: t.created_at(),
             updated_at: t.updated_at(),
         }
+    }
+}
+
+/// A group's gate, from its derived status.
+fn group_gate(status: Status) -> Option<GateStatus> {
+    match status {
+        Status::Done => Some(GateStatus::Approved),
+        Status::Stuck => Some(GateStatus::Failed),
+        Status::Cancelled => Some(GateStatus::Skipped),
+        Status::Pending => None,
+        _ => Some(GateStatus::Executing),
     }
 }
 

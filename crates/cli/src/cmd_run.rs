@@ -1,31 +1,40 @@
-//! `warden run`: the supervisor in the foreground, with live progress on a terminal and
-//! plain log lines otherwise. An abnormal stop (signal, panic) writes
-//! `.warden/continue.md`; the next run reports it and clears it once it has resumed.
+//! `warden run`: the supervisor in the foreground. A line per outcome a person may act on
+//! (with the command that acts on it), a live block of what runs on a terminal, plain
+//! lines otherwise, and with `--json` one JSON line per event. `--until-idle` ends with
+//! an exit code a script can act on: 0 all done, 6 waiting for a person, 7 something is
+//! stuck, dead or blocked.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use clap::Args;
-use warden_app::supervisor::{Mode, Options, RunEvent, Supervisor};
-use warden_core::failure::Failure;
+use warden_app::supervisor::{Active, Idle, Mode, Options, Outcome, RunEvent, Supervisor};
+use warden_core::failure::{ExitCode, Failure};
 use warden_core::progress::Progress;
 use warden_core::tree::TreeIndex;
-use warden_store::{Engine, files};
 
 use crate::ctx::Global;
 use crate::out;
 
 #[derive(Args, Debug)]
-#[command(
-    after_help = "Examples:\n  warden run                      # supervise until interrupted\n  warden run --until-idle         # return when nothing is runnable and no session is alive\n  warden run --session tmux --max-parallel 8"
-)]
+#[command(after_help = "\
+Examples:
+  warden run                      # supervise until interrupted (Ctrl-C: sessions keep running)
+  warden run --until-idle         # return when nothing is runnable and no session is alive
+  warden run --session tmux --max-parallel 8
+  warden --json run --until-idle  # one JSON line per event
+
+Exit codes with --until-idle:
+  0  every task is done (or cancelled)
+  6  some wait for a person: a review to approve (`warden task approve ID`), a question
+  7  some are stuck, have a dead session, or are blocked (`warden status` lists them)")]
 pub struct RunArgs {
     /// Tasks worked on at once.
     #[arg(long, default_value_t = 4)]
     max_parallel: usize,
-    /// Return when nothing is runnable and no session is alive.
+    /// Return when nothing is runnable, nothing is due and no session is alive.
     #[arg(long)]
     until_idle: bool,
     /// process (child process groups) or tmux (a private tmux server); default from config.
@@ -35,8 +44,12 @@ pub struct RunArgs {
 
 pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
     let ws = g.workspace()?;
-    let engine = Engine::open(ws.clone(), warden_core::event::Actor::Runner)?;
-    let mode = match a.session.as_deref().unwrap_or(&engine.config.agent.session) {
+    let app = g.open()?;
+    let mode = match a
+        .session
+        .as_deref()
+        .unwrap_or(&app.eng.config.agent.session)
+    {
         "process" => Mode::Process,
         "tmux" => Mode::Tmux,
         other => {
@@ -48,94 +61,225 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
     if a.max_parallel == 0 {
         return Err(Failure::usage("--max-parallel must be at least 1"));
     }
-    let exe = std::env::current_exe().map_err(|e| Failure::internal(e.to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::internal(format!("cannot find the warden binary: {e}")))?;
     let opts = Options {
         max_parallel: a.max_parallel,
         until_idle: a.until_idle,
         mode,
         warden_exe: exe,
-        lease_ttl: Duration::from_secs(engine.config.store.lease_ttl_s),
+        lease_ttl: Duration::from_secs(app.eng.config.store.lease_ttl_s),
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| Failure::internal(format!("cannot install signal handlers: {e}")))?;
     }
-    let resumed = files::read_text(&ws.dir, &ws.continue_md()).ok();
-    if let Some(text) = &resumed {
-        let first = text
-            .lines()
-            .find(|l| l.starts_with("Stopped"))
-            .unwrap_or("");
-        log_line(&format!(
-            "resuming after an abnormal stop ({}); see {}",
-            first.trim(),
-            ws.display(&ws.continue_md())
-        ));
-    }
     {
         // A panic anywhere in the supervisor leaves a resume file behind.
-        let ws = ws.clone();
+        let path = ws.continue_md();
         let prev = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            write_continue(&ws, &format!("panic: {info}"));
+            let text = format!(
+                "# Resume\n\nStopped {} — panic: {info}\n\nRun `warden run` again: live sessions are adopted.\n",
+                jiff::Timestamp::now()
+            );
+            let _ = warden_store::files::write_atomic(&path, text.as_bytes());
             prev(info);
         }));
     }
-    let mut sup = Supervisor::new(ws.clone(), opts, Arc::clone(&stop))?;
-    let tty = std::io::stdout().is_terminal();
+    let mut sup = Supervisor::new(ws, opts, Arc::clone(&stop))?;
+    let tty = !g.json && std::io::stdout().is_terminal();
     let mut display = Display::default();
-    let mut cleared = resumed.is_none();
-    let result = sup.run(&mut |ev| match ev {
-        RunEvent::Log(l) => {
-            display.clear(tty);
-            log_line(&l);
-            if !cleared && l.contains(':') {
-                let _ = std::fs::remove_file(ws.continue_md());
-                cleared = true;
+    let json = g.json;
+    let idle = sup.run(&mut |ev| {
+        if json {
+            let mut v = serde_json::to_value(&ev).unwrap_or_default();
+            v["at"] = serde_json::json!(jiff::Timestamp::now());
+            out::line(&serde_json::to_string(&v).unwrap_or_default());
+            return;
+        }
+        display.clear(tty);
+        match &ev {
+            RunEvent::Active { tasks } => display.active = tasks.clone(),
+            other => {
+                if let Some(line) = describe(other) {
+                    log_line(&line);
+                }
             }
-            display.draw(tty, &engine);
         }
-        RunEvent::Active(a) => {
-            display.active = a;
-            display.clear(tty);
-            display.draw(tty, &engine);
-        }
-    });
+        display.draw(tty, &app);
+    })?;
     display.clear(tty);
-    let interrupted = stop.load(Ordering::SeqCst);
-    if interrupted {
-        write_continue(&ws, "interrupted by a signal");
-    } else if let Err(e) = &result {
-        write_continue(&ws, &format!("error: {e}"));
+    if !json {
+        let tasks = app.tasks()?;
+        let idx = TreeIndex::new(&tasks);
+        let p = Progress::of(
+            idx.depth_first()
+                .into_iter()
+                .filter(|t| idx.is_leaf(t.id())),
+        );
+        log_line(&format!(
+            "{} {}% ({} of {} leaves pass)",
+            p.bar(),
+            p.percentage(),
+            p.complete,
+            p.total
+        ));
     }
-    result?;
-    let tasks = engine.tasks()?;
-    let idx = TreeIndex::new(&tasks);
-    let p = Progress::of(
-        idx.depth_first()
-            .into_iter()
-            .filter(|t| idx.is_leaf(t.id())),
-    );
-    log_line(&format!(
-        "{} {}% ({} of {} leaves pass)",
-        p.bar(),
-        p.percentage(),
-        p.complete,
-        p.total
-    ));
-    Ok(())
+    match idle {
+        Some(Idle { code, .. }) if code != ExitCode::Ok => {
+            // Not a failure of the run: an answer for a script.
+            std::process::exit(i32::from(code.code()));
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A run event as a log line for a person; `None` for events the live block shows.
+fn describe(ev: &RunEvent) -> Option<String> {
+    Some(match ev {
+        RunEvent::Started {
+            root,
+            git,
+            max_parallel,
+            resumed,
+        } => {
+            let mut s = match git {
+                Some((top, base)) => format!(
+                    "supervising {} (git: {}, base branch {base}; {max_parallel} task(s) at once)",
+                    root.display(),
+                    top.display()
+                ),
+                None => format!(
+                    "supervising {} (no git repository: git phases are skipped)",
+                    root.display()
+                ),
+            };
+            if let Some(r) = resumed {
+                s.push_str(&format!(
+                    "\nresuming after an abnormal stop ({}); see .warden/continue.md",
+                    r.trim()
+                ));
+            }
+            s
+        }
+        RunEvent::Step { task, what } => format!("{task}: {what}"),
+        RunEvent::Stepped { task, what } => format!("{task}: {what}"),
+        RunEvent::StepFailed { task, failure } => format!("{task}: {}", failure.headline()),
+        RunEvent::Outcome(o) => outcome_line(o),
+        RunEvent::Active { .. } => return None,
+        RunEvent::Stopping => {
+            "stopping: sessions keep running and are adopted by the next `warden run`".into()
+        }
+        RunEvent::Idle(i) => {
+            let mut s = format!(
+                "idle: nothing runnable and no session alive; {} of {} task(s) done",
+                i.done, i.total
+            );
+            if !i.needs_person.is_empty() {
+                s.push_str(&format!("; waiting for you: {}", ids(&i.needs_person)));
+            }
+            if !i.stuck_or_dead.is_empty() {
+                s.push_str(&format!(
+                    "; stuck or dead: {} (see `warden status`)",
+                    ids(&i.stuck_or_dead)
+                ));
+            }
+            if !i.blocked.is_empty() {
+                s.push_str(&format!("; blocked: {}", ids(&i.blocked)));
+            }
+            s
+        }
+    })
+}
+
+fn ids(v: &[warden_core::model::TaskId]) -> String {
+    v.iter().map(|i| i.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// One outcome with the command that acts on it.
+pub fn outcome_line(o: &Outcome) -> String {
+    match o {
+        Outcome::Done { task, merged: true } => {
+            format!("✓ {task} done, merged into the base branch")
+        }
+        Outcome::Done {
+            task,
+            merged: false,
+        } => format!("✓ {task} done"),
+        Outcome::GroupDone { task } => format!("✓ {task}: every task in it is done"),
+        Outcome::Cancelled { task } => format!("· {task} cancelled"),
+        Outcome::Stuck { task, reason } => format!(
+            "✗ {task} is stuck{}: read `warden task show {task}`, then `warden task retry {task}`",
+            reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ),
+        Outcome::NeedsReview { task } => format!(
+            "? {task} waits for your review: `warden task approve {task}` or `warden task reject {task} --reason …`"
+        ),
+        Outcome::Question { task } => format!(
+            "? {task} asks you a question in .warden/tasks/{task}/TASK.md: answer there, then `warden task update {task} --status working`"
+        ),
+        Outcome::BackToWorker { task, reason } => format!(
+            "↺ {task} went back to the worker{}",
+            reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ),
+        Outcome::Crashed {
+            task,
+            crash_count,
+            threshold,
+            waits_for_respawn,
+        } => format!(
+            "✗ {task}: the session ended without its evidence (crash {crash_count} of {threshold}){}",
+            if *waits_for_respawn {
+                format!("; `warden task respawn {task}` starts it again")
+            } else {
+                String::new()
+            }
+        ),
+        Outcome::AttemptFailed {
+            task,
+            attempt,
+            max,
+            reason,
+        } => format!(
+            "✗ {task}: attempt {attempt} of {max} failed{}",
+            reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ),
+        Outcome::Healing { task, phase } => {
+            format!("⚕ {task}: {phase} failed; the agent is started once to fix it")
+        }
+        Outcome::SessionFailed { task, error } => format!(
+            "✗ {task}: {}; fix it, then `warden task respawn {task}`",
+            error.as_deref().unwrap_or("the session could not start")
+        ),
+    }
 }
 
 fn log_line(s: &str) {
     let ts = jiff::Zoned::now().strftime("%H:%M:%S").to_string();
-    out::line(&format!("[{ts}] {s}"));
+    for (i, l) in s.lines().enumerate() {
+        if i == 0 {
+            out::line(&format!("[{ts}] {l}"));
+        } else {
+            out::line(&format!("           {l}"));
+        }
+    }
 }
 
 /// The live block on a terminal: one line per task being worked on, and the overall bar.
 #[derive(Default)]
 struct Display {
-    active: Vec<(String, String, String, Instant)>,
+    active: Vec<Active>,
     drawn: usize,
 }
 
@@ -147,67 +291,41 @@ impl Display {
         }
     }
 
-    fn draw(&mut self, tty: bool, engine: &Engine) {
+    fn draw(&mut self, tty: bool, app: &warden_app::App) {
         if !tty {
             return;
         }
+        let now = jiff::Timestamp::now();
         let mut s = String::new();
-        for (id, status, what, since) in &self.active {
+        for a in &self.active {
+            let age = now.duration_since(a.since).as_secs().max(0);
             s.push_str(&format!(
-                "  {id:<20} {status:<13} {what:<24} {:>5}s\n",
-                since.elapsed().as_secs()
+                "  {:<20} {:<13} {:<34} {:>5}s\n",
+                a.id.as_str(),
+                a.status.as_str(),
+                a.what,
+                age
             ));
         }
-        if let Ok(tasks) = engine.tasks() {
+        if let Ok(tasks) = app.tasks() {
             let idx = TreeIndex::new(&tasks);
             let p = Progress::of(
                 idx.depth_first()
                     .into_iter()
                     .filter(|t| idx.is_leaf(t.id())),
             );
-            s.push_str(&format!("  {} {}%\n", p.bar(), p.percentage()));
+            s.push_str(&format!(
+                "  {} {}% ({} of {})\n",
+                p.bar(),
+                p.percentage(),
+                p.complete,
+                p.total
+            ));
         }
         self.drawn = s.lines().count();
         out::print(&s);
         let _ = std::io::stdout().flush();
     }
-}
-
-/// Writes `.warden/continue.md`: what was running, partial results, and next steps.
-fn write_continue(ws: &warden_store::Workspace, why: &str) {
-    let Ok(engine) = Engine::open(ws.clone(), warden_core::event::Actor::Runner) else {
-        return;
-    };
-    let Ok(tasks) = engine.tasks() else { return };
-    let mut s = format!(
-        "# Resume\n\nStopped {} — {why}\n\n## In flight\n\n",
-        jiff::Timestamp::now()
-    );
-    let active: Vec<_> = tasks
-        .iter()
-        .filter(|t| !t.status().is_terminal() && t.status() != warden_core::model::Status::Pending)
-        .collect();
-    if active.is_empty() {
-        s.push_str("- nothing\n");
-    }
-    for t in &active {
-        let phases: Vec<String> = t
-            .phases()
-            .iter()
-            .map(|(p, st)| format!("{p}={st}"))
-            .collect();
-        s.push_str(&format!(
-            "- {} ({}): {}{}\n",
-            t.id(),
-            t.status(),
-            phases.join(" "),
-            t.live_session()
-                .map(|x| format!("; session {x} may still be running"))
-                .unwrap_or_default()
-        ));
-    }
-    s.push_str("\n## Next steps\n\n- Run `warden run` again: live sessions are adopted, dead ones are reported, and no succeeded phase runs again.\n- `warden task list --status stuck` shows what needs a person.\n");
-    let _ = files::write_atomic(&ws.continue_md(), s.as_bytes());
 }
 
 /// `warden session-run SPEC.json` (hidden): hosts one process session and reports its end.

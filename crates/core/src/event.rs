@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::memory::MemoryDelta;
 use crate::model::{
-    Phase, PhaseStatus, REPORTED_SESSIONS_KEPT, Role, RunnerState, SessionRecord, Status, Task,
-    TaskId, TaskSpec, WorkSpec,
+    Phase, PhaseStatus, REPORTED_SESSIONS_KEPT, Role, RunnerState, SessionRecord, SessionStop,
+    Status, Task, TaskId, TaskSpec, WorkSpec,
 };
 
 /// Who asked for a change.
@@ -153,7 +153,30 @@ pub enum EventKind {
         session: String,
         /// Worker or reviewer.
         role: Role,
+        /// A heal session for this failed phase (its end is not a crash).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        heal: Option<Phase>,
     },
+    /// `session.stopped`: Warden asked a session to stop (TERM to its process group, or
+    /// tmux `kill-session`): the worker after its hand-off grace, or any session whose
+    /// task a person moved on.
+    SessionStopped {
+        /// The session.
+        session: String,
+        /// Why.
+        reason: String,
+    },
+    /// `session.failed`: a session could not be started (the program is missing, the
+    /// worktree is gone). Not the agent's crash: the task is marked dead with the error.
+    SessionFailed {
+        /// The session.
+        session: String,
+        /// The operating system's error.
+        error: String,
+    },
+    /// `worktree.reset`: the worktree was reset to its base for a retry with
+    /// `--clear-worktree`.
+    WorktreeReset,
     /// `agent.crashed`: a session ended without the required artifact.
     AgentCrashed {
         /// The status it crashed in.
@@ -250,6 +273,9 @@ impl EventKind {
             EventKind::StatusChanged { .. } => "status.changed",
             EventKind::AutoAdvanced { .. } => "auto.advanced",
             EventKind::AgentSpawned { .. } => "agent.spawned",
+            EventKind::SessionStopped { .. } => "session.stopped",
+            EventKind::SessionFailed { .. } => "session.failed",
+            EventKind::WorktreeReset => "worktree.reset",
             EventKind::AgentCrashed { .. } => "agent.crashed",
             EventKind::SessionExited { .. } => "session.exited",
             EventKind::GuardRan { .. } => "guard.ran",
@@ -297,17 +323,32 @@ impl EventKind {
                 .to_owned(),
             ),
             EventKind::PhaseChanged { phase, status, .. } => Some(format!("{phase} {status}")),
-            EventKind::AgentSpawned { session, role } => Some(format!("{role} {session}")),
+            EventKind::AgentSpawned {
+                session,
+                role,
+                heal: None,
+            } => Some(format!("{role} {session}")),
+            EventKind::AgentSpawned {
+                session,
+                role,
+                heal: Some(p),
+            } => Some(format!("{role} {session}, to heal the failed {p}")),
+            EventKind::SessionStopped { session, reason } => {
+                Some(format!("session {session}: {reason}"))
+            }
+            EventKind::SessionFailed { session, error } => {
+                Some(format!("session {session} could not start: {error}"))
+            }
             EventKind::SessionExited {
                 session,
                 exit_code,
                 disposition,
             } => Some(format!(
-                "{} session {}{}",
+                "{} {}{}",
                 match disposition {
-                    Disposition::Current => "current",
-                    Disposition::Stale => "stale",
-                    Disposition::Duplicate => "duplicate",
+                    Disposition::Current => "session",
+                    Disposition::Stale => "session after the task moved on",
+                    Disposition::Duplicate => "already reported: session",
                 },
                 session.as_deref().unwrap_or("(unnamed)"),
                 exit_code.map(|c| format!(" exit {c}")).unwrap_or_default()
@@ -395,18 +436,56 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
         EventKind::TaskCreated { .. } => {}
         EventKind::TaskRemoved => return Ok(None),
         EventKind::TaskEdited { spec } => t.spec = spec.clone(),
-        EventKind::StatusChanged { to, reason, .. } => enter_status(r, *to, reason.as_deref()),
-        EventKind::AutoAdvanced { to, reason, .. } => enter_status(r, *to, Some(reason)),
-        EventKind::AgentSpawned { session, role } => {
+        EventKind::StatusChanged {
+            from, to, reason, ..
+        } => {
+            if *from == Status::Reviewing && *to == Status::Working {
+                // A person sent the work back: the worker reads why.
+                r.feedback = reason.clone();
+            }
+            enter_status(r, *to, reason.as_deref(), ev);
+        }
+        EventKind::AutoAdvanced { to, reason, .. } => enter_status(r, *to, Some(reason), ev),
+        EventKind::AgentSpawned {
+            session,
+            role,
+            heal,
+        } => {
             r.sessions.push(SessionRecord {
                 id: session.clone(),
                 role: *role,
                 entry: r.entry,
+                started_at: Some(ev.at),
+                ended: false,
+                stop: None,
+                heal: *heal,
             });
             r.live_session = Some(session.clone());
             r.dead = false;
             r.respawn_requested = false;
+            if heal.is_some() {
+                r.healing = None;
+            }
         }
+        EventKind::SessionStopped { session, reason } => {
+            if let Some(rec) = r.sessions.iter_mut().rev().find(|x| &x.id == session) {
+                rec.stop = Some(SessionStop {
+                    at: ev.at,
+                    reason: reason.clone(),
+                });
+            }
+        }
+        EventKind::SessionFailed { session, error } => {
+            if let Some(rec) = r.sessions.iter_mut().rev().find(|x| &x.id == session) {
+                rec.ended = true;
+            }
+            if r.live_session.as_deref() == Some(session.as_str()) {
+                r.live_session = None;
+            }
+            r.dead = !r.status.is_terminal();
+            r.last_failure = Some(format!("the session could not start: {error}"));
+        }
+        EventKind::WorktreeReset => r.clear_worktree = false,
         EventKind::AgentCrashed {
             crash_count,
             reason,
@@ -419,20 +498,51 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             session,
             disposition,
             ..
-        } => {
-            if let Some(s) = session
-                && !r.reported.contains(s)
-            {
-                r.reported.push(s.clone());
-                if r.reported.len() > REPORTED_SESSIONS_KEPT {
-                    r.reported.remove(0);
+        } => match disposition {
+            Disposition::Duplicate => {}
+            Disposition::Stale => {
+                if let Some(rec) = r
+                    .sessions
+                    .iter_mut()
+                    .rev()
+                    .find(|x| Some(&x.id) == session.as_ref())
+                {
+                    rec.ended = true;
                 }
             }
-            if *disposition == Disposition::Current {
+            Disposition::Current => {
+                // A report naming one of our sessions ends that one; a report of a session
+                // Warden did not start (an agent harness's own hook) ends the current
+                // entry's sessions, so the waiter's later report of ours is a duplicate.
+                let entry = r.entry;
+                let named = r.sessions.iter().any(|x| Some(&x.id) == session.as_ref());
+                if let Some(s) = session
+                    && !named
+                    && !r.reported.contains(s)
+                {
+                    r.reported.push(s.clone());
+                    if r.reported.len() > REPORTED_SESSIONS_KEPT {
+                        r.reported.remove(0);
+                    }
+                }
+                for rec in r.sessions.iter_mut() {
+                    if (named && Some(&rec.id) == session.as_ref())
+                        || (!named && rec.entry == entry)
+                    {
+                        rec.ended = true;
+                    }
+                }
+                // A heal session's end is not a dead session: the phase runs again.
+                let heal = r
+                    .sessions
+                    .iter()
+                    .rev()
+                    .find(|x| Some(&x.id) == session.as_ref())
+                    .is_some_and(|x| x.heal.is_some_and(|p| p != Phase::Work));
                 r.live_session = None;
-                r.dead = !r.status.is_terminal() && r.status != Status::Pending;
+                r.dead = !heal && !r.status.is_terminal() && r.status != Status::Pending;
             }
-        }
+        },
         EventKind::GuardRan {
             result,
             output_tail,
@@ -440,14 +550,18 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             GuardResult::Pass => r.passes = true,
             GuardResult::Fail => {
                 charge_attempt(r, t.spec.max_attempts);
+                r.passes = false;
                 r.last_failure = Some(format!("postchecks failed: {}", last_line(output_tail)));
+                r.last_failure_at = Some(ev.at);
             }
             GuardResult::Skipped => {}
         },
         EventKind::TamperIgnored { .. } | EventKind::MemoryMerged { .. } => {}
         EventKind::PhaseChanged { phase, status, .. } => {
             r.phases.set(*phase, *status);
-            if *status == PhaseStatus::Running && r.resume_from_phase == Some(*phase) {
+            // The resume point is used up once its phase runs (or is decided without
+            // running), whatever the outcome.
+            if *status != PhaseStatus::Pending && r.resume_from_phase == Some(*phase) {
                 r.resume_from_phase = None;
             }
         }
@@ -456,10 +570,13 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
                 r.auto_heal.push(*phase);
                 r.auto_heal.sort();
             }
+            r.healing = Some(*phase);
         }
         EventKind::AttemptFailed { phase, reason } => {
             charge_attempt(r, t.spec.max_attempts);
+            r.passes = false;
             r.last_failure = Some(format!("{phase} failed: {}", last_line(reason)));
+            r.last_failure_at = Some(ev.at);
         }
         EventKind::RetryRequested {
             work,
@@ -482,8 +599,15 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             r.auto_heal.retain(|p| !heal_reset.contains(p));
             r.resume_from_phase = Some(*resume_from_phase);
             r.last_failure = None;
+            r.last_failure_at = None;
+            r.clear_worktree = *clear_worktree;
+            r.healing = None;
+            r.passes = false;
         }
-        EventKind::RespawnRequested => r.respawn_requested = true,
+        EventKind::RespawnRequested => {
+            r.respawn_requested = true;
+            r.passes = false;
+        }
         EventKind::PlanApplied { passes, attempts } => {
             r.passes = *passes;
             r.attempts = *attempts;
@@ -494,20 +618,33 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
     Ok(Some(t))
 }
 
-/// The effects of entering a status (DESIGN 2.1/2.2): a new entry, no live session,
-/// `review_round` counts entries into agent-review, `done` passes, and every successful
-/// transition resets `crash_count` except a crash escalation.
-fn enter_status(r: &mut RunnerState, to: Status, reason: Option<&str>) {
+/// The effects of entering a status (DESIGN 2.1/2.2, 6): a new entry, no live session,
+/// `review_round` counts entries into agent-review, `passes` describes the current
+/// attempt's evidence (true on `done`, kept into review after a passing guard, cleared
+/// by every other status), and every successful transition resets `crash_count` except a
+/// crash escalation.
+fn enter_status(r: &mut RunnerState, to: Status, reason: Option<&str>, ev: &Event) {
     r.status = to;
     r.entry += 1;
+    r.entered_at = Some(ev.at);
+    r.entered_by = ev.actor;
     r.live_session = None;
     r.dead = false;
     r.respawn_requested = false;
     if to == Status::AgentReview {
         r.review_round += 1;
     }
-    if to == Status::Done {
-        r.passes = true;
+    match to {
+        Status::Done => r.passes = true,
+        Status::AgentReview | Status::Reviewing => {}
+        _ => r.passes = false,
+    }
+    if to != Status::Working {
+        r.healing = None;
+    }
+    if to != Status::Working {
+        // A person's feedback is for the worker of the entry it sent the work back to.
+        r.feedback = None;
     }
     let crash_escalation = to == Status::Stuck && reason == Some(REASON_CRASH_THRESHOLD);
     if !crash_escalation {

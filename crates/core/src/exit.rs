@@ -49,6 +49,11 @@ pub enum ExitAction {
     },
     /// No advance; the task shows a dead session (clarification, reviewing, stuck).
     MarkDead,
+    /// A heal session ended: no crash; the healed phase runs again.
+    HealEnded {
+        /// The phase it was to fix.
+        phase: crate::model::Phase,
+    },
     /// Nothing to do (stale or duplicate report, or a status without sessions).
     Nothing,
 }
@@ -63,18 +68,54 @@ pub struct ExitDecision {
 }
 
 /// Classifies a report against the sessions Warden started (DESIGN 2.2, "Which session
-/// ended matters").
+/// ended matters"): each real end counts exactly once, whoever reports it (the session's
+/// host, tmux's hook, the agent harness's hook, the supervisor's sweep).
+///
+/// - one of Warden's sessions whose end was reported already: a duplicate;
+/// - one started for an earlier status entry: stale (it ends that session, nothing else);
+/// - one of the current entry: the current session;
+/// - a session Warden did not start (a harness's own id), or no session named: the
+///   current session — unless the current entry's sessions have all ended already,
+///   which makes it a second report of the same end (a duplicate).
 pub fn disposition(task: &Task, report: &ExitReport) -> Disposition {
-    let Some(s) = report.session.as_deref() else {
-        return Disposition::Current;
-    };
-    if task.runner.reported.iter().any(|r| r == s) {
-        return Disposition::Duplicate;
-    }
-    match task.runner.sessions.iter().rev().find(|r| r.id == s) {
+    let known = report
+        .session
+        .as_deref()
+        .and_then(|s| task.runner.sessions.iter().rev().find(|r| r.id == s));
+    match known {
+        Some(rec) if rec.ended => Disposition::Duplicate,
         Some(rec) if rec.entry < task.runner.entry => Disposition::Stale,
-        _ => Disposition::Current,
+        Some(_) => Disposition::Current,
+        None if report
+            .session
+            .as_deref()
+            .is_some_and(|s| task.runner.reported.iter().any(|r| r == s)) =>
+        {
+            Disposition::Duplicate
+        }
+        None => {
+            let mut current = task
+                .runner
+                .sessions
+                .iter()
+                .filter(|r| r.entry == task.runner.entry)
+                .peekable();
+            if current.peek().is_some() && current.all(|r| r.ended) {
+                Disposition::Duplicate
+            } else {
+                Disposition::Current
+            }
+        }
     }
+}
+
+/// The session a report ends, when it names one of Warden's.
+fn reported_record<'t>(
+    task: &'t Task,
+    report: &ExitReport,
+) -> Option<&'t crate::model::SessionRecord> {
+    let s = report.session.as_deref()?;
+    task.runner.sessions.iter().rev().find(|r| r.id == s)
 }
 
 /// The exit-monitoring table as one function.
@@ -101,6 +142,16 @@ pub fn decide(
             reason: reason.to_owned(),
         }
     };
+    // A heal session (started to fix a failed phase, not to do the work) ends without
+    // a verdict on the work: the phase runs again.
+    if let Some(phase) = reported_record(task, report).and_then(|r| r.heal)
+        && phase != crate::model::Phase::Work
+    {
+        return ExitDecision {
+            disposition,
+            action: ExitAction::HealEnded { phase },
+        };
+    }
     let action = match (task.spec.workflow, task.status()) {
         (WorkflowKind::Direct, Status::Working) => ExitAction::WorkEnded {
             success: report.exit_code.unwrap_or(0) == 0,
@@ -172,21 +223,25 @@ mod tests {
         runner.review_round = review_round;
         runner.entry = 5;
         runner.sessions = vec![
-            SessionRecord {
-                id: "old".into(),
-                role: Role::Worker,
-                entry: 4,
-            },
-            SessionRecord {
-                id: "cur".into(),
-                role: Role::Worker,
-                entry: 5,
-            },
+            record("done-before", 3, true),
+            record("old", 4, false),
+            record("cur", 5, false),
         ];
-        runner.reported = vec!["done-before".into()];
         Task {
             spec: TaskSpec::new(TaskId::new("t").unwrap(), WorkflowKind::Review, 3),
             runner,
+        }
+    }
+
+    fn record(id: &str, entry: u32, ended: bool) -> SessionRecord {
+        SessionRecord {
+            id: id.into(),
+            role: Role::Worker,
+            entry,
+            started_at: None,
+            ended,
+            stop: None,
+            heal: None,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod plan_ops;
 pub mod progress;
 pub mod prompt;
 pub mod retry;
+pub mod schedule;
 pub mod state_md;
 pub mod tree;
 pub mod workflow;

@@ -371,7 +371,9 @@ impl Phases {
     }
 }
 
-/// A session Warden started for a task.
+/// A session Warden started for a task. Its record stays until its end is reported,
+/// whatever happens to the task meanwhile: a session that outlives the status it was
+/// started for is still Warden's to stop (DESIGN 6, "at most one live session").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRecord {
     /// The session id Warden gave it.
@@ -380,10 +382,32 @@ pub struct SessionRecord {
     pub role: Role,
     /// Which status entry it was started for (see [`RunnerState::entry`]).
     pub entry: u32,
+    /// When it was recorded (just before it started).
+    #[serde(default)]
+    pub started_at: Option<Timestamp>,
+    /// Its end was reported (once; later reports of it are duplicates).
+    #[serde(default)]
+    pub ended: bool,
+    /// Warden asked it to stop (`session.stopped`), when and why.
+    #[serde(default)]
+    pub stop: Option<SessionStop>,
+    /// A heal session: started to fix a failed phase, not to do the work; its end is not
+    /// a crash, and the phase runs again after it.
+    #[serde(default)]
+    pub heal: Option<Phase>,
 }
 
-/// How many exit reports are remembered for idempotency; older ids fall off the end.
+/// How many ids of sessions Warden did not start are remembered as reported.
 pub const REPORTED_SESSIONS_KEPT: usize = 32;
+
+/// Warden's request that a session stop.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionStop {
+    /// When the stop was sent.
+    pub at: Timestamp,
+    /// Why.
+    pub reason: String,
+}
 
 /// Fields only Warden writes. Read them through the getters; they change only through
 /// the event fold (`crate::event::apply`).
@@ -407,7 +431,9 @@ pub struct RunnerState {
     pub(crate) sessions: Vec<SessionRecord>,
     /// The session believed alive, if any.
     pub(crate) live_session: Option<String>,
-    /// Session ids whose exit was already processed (bounded).
+    /// Ids of sessions Warden did not start (an agent harness's own) whose end was
+    /// reported, so a second report of one is a duplicate (the last 32 are kept).
+    #[serde(default)]
     pub(crate) reported: Vec<String>,
     /// The current session ended without advancing: shown as ✗ until something happens.
     pub(crate) dead: bool,
@@ -415,6 +441,27 @@ pub struct RunnerState {
     pub(crate) respawn_requested: bool,
     /// Why the task last failed or got stuck, for STATE.md and prompts.
     pub(crate) last_failure: Option<String>,
+    /// When the current status was entered, and by whom.
+    #[serde(default)]
+    pub(crate) entered_at: Option<Timestamp>,
+    #[serde(default = "default_actor")]
+    pub(crate) entered_by: crate::event::Actor,
+    /// When the last failed attempt was charged (the retry backoff counts from it).
+    #[serde(default)]
+    pub(crate) last_failure_at: Option<Timestamp>,
+    /// A retry asked for the worktree to be reset to its base before the next run.
+    #[serde(default)]
+    pub(crate) clear_worktree: bool,
+    /// A phase whose automatic heal was granted and whose heal session has not started.
+    #[serde(default)]
+    pub(crate) healing: Option<Phase>,
+    /// A person's reason for sending the work back (`task reject`), for the worker.
+    #[serde(default)]
+    pub(crate) feedback: Option<String>,
+}
+
+fn default_actor() -> crate::event::Actor {
+    crate::event::Actor::Runner
 }
 
 impl RunnerState {
@@ -438,6 +485,12 @@ impl RunnerState {
             dead: false,
             respawn_requested: false,
             last_failure: None,
+            entered_at: Some(at),
+            entered_by: crate::event::Actor::Person,
+            last_failure_at: None,
+            clear_worktree: false,
+            healing: None,
+            feedback: None,
         }
     }
 }
@@ -528,6 +581,41 @@ impl Task {
     pub fn last_failure(&self) -> Option<&str> {
         self.runner.last_failure.as_deref()
     }
+    /// When the current status was entered (the creation time for an old record).
+    pub fn entered_at(&self) -> Timestamp {
+        self.runner.entered_at.unwrap_or(self.runner.updated_at)
+    }
+    /// Who moved the task into its current status.
+    pub fn entered_by(&self) -> crate::event::Actor {
+        self.runner.entered_by
+    }
+    /// When the last failed attempt was charged.
+    pub fn last_failure_at(&self) -> Option<Timestamp> {
+        self.runner.last_failure_at
+    }
+    /// A retry asked for the worktree to be reset before the next run.
+    pub fn clear_worktree_pending(&self) -> bool {
+        self.runner.clear_worktree
+    }
+    /// A phase whose heal session is due.
+    pub fn healing(&self) -> Option<Phase> {
+        self.runner.healing
+    }
+    /// A person's reason for sending the work back.
+    pub fn feedback(&self) -> Option<&str> {
+        self.runner.feedback.as_deref()
+    }
+    /// Sessions whose end has not been reported: believed to be running.
+    pub fn open_sessions(&self) -> impl Iterator<Item = &SessionRecord> {
+        self.runner.sessions.iter().filter(|s| !s.ended)
+    }
+    /// Has the current status entry had a work session (heal sessions aside)?
+    pub fn had_session(&self) -> bool {
+        self.runner
+            .sessions
+            .iter()
+            .any(|s| s.entry == self.runner.entry && s.heal.is_none())
+    }
     /// The git branch of the task.
     pub fn branch(&self) -> String {
         format!("warden/{}", self.spec.id)
@@ -550,6 +638,16 @@ pub struct Limits {
     pub max_review_rounds: u32,
     /// Seconds a phase may run.
     pub phase_timeout_s: u64,
+    /// Seconds a worker may go on after its hand-off (entering agent-review) before it
+    /// is stopped; the reviewer starts only after it has ended.
+    pub handoff_grace_s: u64,
+    /// Seconds between a stop's TERM and its KILL.
+    pub kill_after_s: u64,
+    /// Seconds before the second attempt of shell or process work; doubled for every
+    /// attempt after it.
+    pub retry_backoff_s: u64,
+    /// The longest wait between attempts, in seconds.
+    pub retry_backoff_max_s: u64,
 }
 
 impl Default for Limits {
@@ -559,6 +657,10 @@ impl Default for Limits {
             crash_threshold: 2,
             max_review_rounds: 2,
             phase_timeout_s: 3600,
+            handoff_grace_s: 30,
+            kill_after_s: 5,
+            retry_backoff_s: 2,
+            retry_backoff_max_s: 300,
         }
     }
 }

@@ -657,6 +657,9 @@ pub fn exited(
     }
     match &decision.action {
         ExitAction::Nothing | ExitAction::MarkDead => {}
+        ExitAction::HealEnded { .. } => {
+            // Not a crash, and not dead: the phase it healed runs again.
+        }
         ExitAction::Crash {
             crash_count,
             escalate,
@@ -785,8 +788,15 @@ pub fn retry(task: &Task, req: &RetryRequest, ctx: &Ctx<'_>) -> Result<Change, R
     Change::build(Some(task), task.id(), kinds, ctx, Outcome::Retry(plan))
 }
 
-/// The supervisor started a session for the task's current status entry.
-pub fn spawned(task: &Task, session: &str, role: Role, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+/// The supervisor started a session for the task's current status entry (`heal`: to fix
+/// that failed phase).
+pub fn spawned(
+    task: &Task,
+    session: &str,
+    role: Role,
+    heal: Option<Phase>,
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
     ensure_active(task)?;
     let fits = match role {
         Role::Worker => matches!(
@@ -808,6 +818,7 @@ pub fn spawned(task: &Task, session: &str, role: Role, ctx: &Ctx<'_>) -> Result<
         vec![EventKind::AgentSpawned {
             session: session.to_owned(),
             role,
+            heal,
         }],
         ctx,
         Outcome::Applied,
@@ -842,6 +853,12 @@ pub fn request_respawn(task: &Task, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
             why: format!(
                 "has a live session {s}; wait for it to end or report it with `warden task exited`"
             ),
+        });
+    }
+    if !task.work_is_agent() {
+        return Err(Refusal::Respawn {
+            id,
+            why: "has no agent work, so there is no session to respawn; run it again with `warden task retry` when it is stuck".into(),
         });
     }
     if role_for(task.status()).is_none() {

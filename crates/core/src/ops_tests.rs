@@ -393,7 +393,7 @@ fn terminal_statuses_never_change() {
 #[test]
 fn stale_and_duplicate_exit_reports() {
     let t = at(Status::Working, 0);
-    let t = spawned(&t, "w1", Role::Worker, &ctx())
+    let t = spawned(&t, "w1", Role::Worker, None, &ctx())
         .unwrap()
         .after
         .unwrap();
@@ -408,7 +408,7 @@ fn stale_and_duplicate_exit_reports() {
     .unwrap()
     .after
     .unwrap();
-    let t = spawned(&t, "r1", Role::Reviewer, &ctx())
+    let t = spawned(&t, "r1", Role::Reviewer, None, &ctx())
         .unwrap()
         .after
         .unwrap();
@@ -486,7 +486,7 @@ fn retry_resets_attempts_and_phases() {
 #[test]
 fn respawn_rules() {
     let t = at(Status::Working, 0);
-    let t = spawned(&t, "w1", Role::Worker, &ctx())
+    let t = spawned(&t, "w1", Role::Worker, None, &ctx())
         .unwrap()
         .after
         .unwrap();
@@ -503,7 +503,7 @@ fn respawn_rules() {
     let t = request_respawn(&t, &ctx()).unwrap().after.unwrap();
     assert!(t.respawn_requested());
     assert!(
-        spawned(&t, "r", Role::Reviewer, &ctx()).is_err(),
+        spawned(&t, "r", Role::Reviewer, None, &ctx()).is_err(),
         "wrong role"
     );
     let (p, _) = new_task(WorkflowKind::Review, false);
@@ -599,7 +599,7 @@ fn run(t: &Task, op: &Op) -> Result<Change, Refusal> {
                 &c,
             )
         }
-        Op::Spawn(role, n) => spawned(t, &format!("s{n}"), *role, &c),
+        Op::Spawn(role, n) => spawned(t, &format!("s{n}"), *role, None, &c),
         Op::Retry(w, clear) => retry(
             t,
             &RetryRequest {

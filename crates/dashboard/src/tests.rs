@@ -112,7 +112,7 @@ impl Builder {
 
     fn spawn(&mut self, i: &str, session: &str, role: Role, s: i64) -> &mut Self {
         let t = self.get(i);
-        self.apply(ops::spawned(&t, session, role, &ctx(s)).unwrap());
+        self.apply(ops::spawned(&t, session, role, None, &ctx(s)).unwrap());
         self
     }
 

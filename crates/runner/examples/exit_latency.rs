@@ -84,6 +84,7 @@ fn measure(
             warden_exe: exe.to_path_buf(),
             project_root: dir.to_path_buf(),
             timeout: Duration::from_secs(60),
+            kill_after: Duration::from_secs(5),
         };
         run(&spec);
         let arrived = wait_for(&dir.join(format!("report-{session}")));

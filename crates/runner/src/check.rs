@@ -150,8 +150,17 @@ fn describe(spec: &WorkSpec) -> String {
 
 /// Sends SIGKILL to a whole process group.
 pub fn kill_group(pgid: u32) {
+    signal_group(pgid, rustix::process::Signal::KILL);
+}
+
+/// Sends SIGTERM to a whole process group: the polite first half of a stop.
+pub fn term_group(pgid: u32) {
+    signal_group(pgid, rustix::process::Signal::TERM);
+}
+
+fn signal_group(pgid: u32, sig: rustix::process::Signal) {
     if let Some(pid) = rustix::process::Pid::from_raw(pgid as i32) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        let _ = rustix::process::kill_process_group(pid, sig);
     }
 }
 

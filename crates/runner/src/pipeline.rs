@@ -211,19 +211,22 @@ fn outcome_result(phase: Phase, run: check::CheckRun) -> PhaseResult {
 }
 
 /// Runs what a transition needs (commit, the guard, merge-ri) and fills `input` with the
-/// results, for the CLI's `task complete`/`update` and the supervisor alike. Returns
-/// whether anything was run that must not run twice (the caller then does not retry
-/// after a conflict).
+/// results, for every transition of every front end and of the supervisor. Returns
+/// whether the guard ran: the one thing that must not run twice for one request (a
+/// second run could charge a second attempt). Commit and merge-ri are idempotent — a
+/// second commit finds nothing to commit, a second merge finds the base up to date — so
+/// a write whose commit conflicts after them decides again safely, and a failed commit
+/// of the new status never leaves the base branch holding work of a task that is not
+/// done for long (the next decision finishes it).
 pub fn prepare_transition(
     eng: &Engine,
     t: &Task,
     needs: Needs,
     input: &mut TransitionInput,
 ) -> bool {
-    let mut ran = false;
+    let mut guard_ran = false;
     if needs.commit {
         let c = commit(eng, t);
-        ran |= c.status == PhaseStatus::Success;
         input.phases.push((c.phase, c.status, c.detail));
         if t.status() == Status::Working && t.phases().get(Phase::Work) != PhaseStatus::Success {
             input
@@ -233,7 +236,7 @@ pub fn prepare_transition(
     }
     if needs.guard {
         let g = run_guard(eng, t);
-        ran = true;
+        guard_ran = true;
         match &g {
             GuardOutcome::Pass => {
                 input
@@ -260,8 +263,7 @@ pub fn prepare_transition(
         )
     {
         let m = merge_ri(eng, t);
-        ran |= m.status == PhaseStatus::Success;
         input.phases.push((m.phase, m.status, m.detail));
     }
-    ran
+    guard_ran
 }

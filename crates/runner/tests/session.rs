@@ -57,6 +57,7 @@ impl Fixture {
             warden_exe: self.exe.clone(),
             project_root: self.root.clone(),
             timeout: Duration::from_secs(20),
+            kill_after: Duration::from_secs(5),
         }
     }
 
@@ -389,7 +390,7 @@ fn tmux_reports_exit_code_logs_output_and_keeps_the_dead_pane() {
         ],
     );
     let name = start_tmux(&tmux.0, &spec).unwrap();
-    assert_eq!(name, "warden-a+b");
+    assert_eq!(name, "warden-s1", "one tmux session per agent session");
     f.expect_hook_report(&tmux, "a.b", "s1", 7);
     let pane = tmux.wait_dead(&name);
     assert_eq!(pane.dead_status, Some(7));
@@ -407,11 +408,19 @@ fn tmux_reports_exit_code_logs_output_and_keeps_the_dead_pane() {
         f.wait_log("a.b", want);
     }
     assert!(tmux_capture(&tmux.0, &name, 50).unwrap().contains("hi"));
+    tmux_remove(&tmux.0, &name).unwrap();
 
-    // The task can start again once its session is dead; not while it lives.
+    // Each session has its own name: a session cannot start twice while it lives, and
+    // another session of the same task never waits for its name (at most one live
+    // session per task is the scheduler's rule, not a tmux name clash).
     let name = start_tmux(&tmux.0, &f.spec("a.b", "s2", &["sleep", "30"])).unwrap();
-    let e = start_tmux(&tmux.0, &f.spec("a.b", "s3", &["true"])).unwrap_err();
+    let e = start_tmux(&tmux.0, &f.spec("a.b", "s2", &["true"])).unwrap_err();
     assert!(matches!(e, SessionError::TmuxSessionAlive { .. }), "{e}");
+    let other = start_tmux(&tmux.0, &f.spec("a.b", "s3", &["true"])).unwrap();
+    assert_eq!(other, "warden-s3");
+    f.expect_hook_report(&tmux, "a.b", "s3", 0);
+    tmux.wait_dead(&other);
+    tmux_remove(&tmux.0, &other).unwrap();
     tmux_kill(&tmux.0, &name).unwrap();
     f.expect_hook_report(&tmux, "a.b", "s2", 137);
     assert_eq!(tmux.wait_dead(&name).dead_status, Some(137));

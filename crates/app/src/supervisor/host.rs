@@ -1,84 +1,175 @@
 //! `warden session-run`: the small process that hosts one process session, waits for it
 //! and reports its end; it outlives the supervisor, so a kill -9 of `warden run` never
-//! loses a session's end. Its pid file beside TASK.md lets a restarted supervisor tell a
-//! live session from a dead one.
+//! loses a session's end. Its files beside TASK.md (`sessions/<id>.json`, `.pid`,
+//! `.exit`) let any supervisor — the one that started it, or a restarted one — tell a
+//! live session from a gone one, stop it, and report a gone one with its real exit code.
+//!
+//! Stopping a session means SIGTERM to its host: the host passes TERM to the session's
+//! process group, and KILL `kill_after` later if it is still there; then it reports the
+//! end as usual. So a person's `task cancel` stops the agent even with no supervisor.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use warden_core::model::TaskId;
 use warden_runner::session::{self, SessionSpec};
+use warden_store::Workspace;
+
+/// How long a recorded session may take to write its pid file before it is taken for
+/// one that never started.
+const START_GRACE: Duration = Duration::from_secs(10);
+
+/// The files of one session.
+#[derive(Clone, Debug)]
+pub struct SessionFiles {
+    /// The spec the host reads.
+    pub spec: PathBuf,
+    /// `<host pid> <supervisor pid> <session process group>`.
+    pub pid: PathBuf,
+    /// The exit code, written by the host before it reports.
+    pub exit: PathBuf,
+}
+
+impl SessionFiles {
+    /// The files of session `sid` of task `id`.
+    pub fn of(ws: &Workspace, id: &TaskId, sid: &str) -> SessionFiles {
+        let dir = ws.task_dir(id).join("sessions");
+        SessionFiles {
+            spec: dir.join(format!("{sid}.json")),
+            pid: dir.join(format!("{sid}.pid")),
+            exit: dir.join(format!("{sid}.exit")),
+        }
+    }
+
+    /// The files of the session whose spec is `spec_file`.
+    fn beside(spec_file: &Path) -> SessionFiles {
+        SessionFiles {
+            spec: spec_file.to_path_buf(),
+            pid: spec_file.with_extension("pid"),
+            exit: spec_file.with_extension("exit"),
+        }
+    }
+
+    /// Removes them (the session's end is recorded).
+    pub fn remove(&self) {
+        for f in [&self.spec, &self.pid, &self.exit] {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// What the pid file says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pids {
+    /// The `warden session-run` host.
+    pub host: u32,
+    /// The supervisor that started it (0 when unknown).
+    pub supervisor: u32,
+    /// The session's process group (0 until it started).
+    pub group: u32,
+}
+
+pub(super) fn write_pids(path: &Path, p: Pids) {
+    let text = format!("{} {} {}\n", p.host, p.supervisor, p.group);
+    let _ = warden_store::files::write_atomic(path, text.as_bytes());
+}
+
+/// Reads a pid file.
+pub fn read_pids(path: &Path) -> Option<Pids> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut it = text.split_whitespace().map(|w| w.parse::<u32>().ok());
+    Some(Pids {
+        host: it.next()??,
+        supervisor: it.next()??,
+        group: it.next().flatten().unwrap_or(0),
+    })
+}
+
+/// Is this process alive?
+pub(super) fn alive(pid: u32) -> bool {
+    pid != 0
+        && rustix::process::Pid::from_raw(pid as i32)
+            .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
+/// Is the session hosted in process mode alive: its host runs, or it is being started
+/// right now (its spec was written moments ago and its host has not named itself yet)?
+pub fn process_alive(files: &SessionFiles) -> bool {
+    match read_pids(&files.pid) {
+        Some(p) => alive(p.host),
+        None => std::fs::metadata(&files.spec)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().unwrap_or_default() < START_GRACE),
+    }
+}
+
+/// The exit code the host recorded for a session, if it got that far.
+pub fn recorded_exit(files: &SessionFiles) -> Option<i32> {
+    std::fs::read_to_string(&files.exit)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Asks a process session to stop (SIGTERM to its host, which passes it on and kills
+/// the group after its grace), or kills its group at once.
+pub fn stop_process(files: &SessionFiles, kill: bool) {
+    let Some(p) = read_pids(&files.pid) else {
+        return;
+    };
+    if kill {
+        if p.group != 0 {
+            warden_runner::check::kill_group(p.group);
+        }
+    } else if alive(p.host)
+        && let Some(pid) = rustix::process::Pid::from_raw(p.host as i32)
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+}
 
 /// `warden session-run SPEC.json`: runs one process session to its end and reports it.
-/// Returns the session's exit code.
+/// Returns the session's exit code. SIGTERM or SIGINT stop the session: TERM to its
+/// group, KILL `kill_after` later.
 pub fn session_run(spec_file: &Path) -> Result<i32, String> {
     let text = std::fs::read(spec_file).map_err(|e| format!("{}: {e}", spec_file.display()))?;
     let spec: SessionSpec =
         serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", spec_file.display()))?;
-    // The wrapper names itself at once, so a sweep never takes a session whose
-    // supervisor died right after starting it for one that never started.
-    if let Some(dir) = spec_file.parent() {
-        write_pid_file_of(
-            dir,
-            &spec.session_id,
-            std::process::id(),
-            std::os::unix::process::parent_id(),
-        );
+    let files = SessionFiles::beside(spec_file);
+    // The host names itself at once, so a supervisor never takes a session whose
+    // starter died right after starting it for one that never started.
+    let mut pids = Pids {
+        host: std::process::id(),
+        supervisor: std::os::unix::process::parent_id(),
+        group: 0,
+    };
+    write_pids(&files.pid, pids);
+    let signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])
+    .map_err(|e| format!("cannot watch for signals: {e}"))?;
+    let s = session::start_process_with(&spec, Some(&files.exit)).map_err(|e| e.to_string())?;
+    pids.group = s.pid;
+    write_pids(&files.pid, pids);
+    let stopper = s.stopper();
+    let kill_after = spec.kill_after;
+    let handle = signals.handle();
+    std::thread::spawn(move || {
+        let mut signals = signals;
+        if signals.forever().next().is_some() {
+            stopper.terminate();
+            std::thread::sleep(kill_after);
+            stopper.kill();
+        }
+    });
+    let code = s.join().unwrap_or(warden_core::schedule::UNKNOWN_EXIT);
+    handle.close();
+    // The end is reported (the waiter removes the exit file once it is): nothing of the
+    // session is left to see.
+    if !files.exit.exists() {
+        files.remove();
     }
-    let s = session::start_process(&spec).map_err(|e| e.to_string())?;
-    Ok(s.join().unwrap_or(128))
-}
-
-/// The exit code reported for a session whose end was not seen (its wrapper is gone).
-pub const UNKNOWN_EXIT: i32 = 128;
-
-/// How long a recorded session may take to write its pid file before a sweep takes it
-/// for one that never started.
-const START_GRACE: Duration = Duration::from_secs(10);
-
-/// Is this session being started right now: its spec was written moments ago, and its
-/// wrapper has not written its pid file yet?
-pub(super) fn starting(dir: &Path, session: &str) -> bool {
-    let file = dir.join("session.json");
-    let fresh = std::fs::metadata(&file)
-        .and_then(|m| m.modified())
-        .is_ok_and(|t| t.elapsed().unwrap_or_default() < START_GRACE);
-    fresh
-        && std::fs::read(&file)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<SessionSpec>(&b).ok())
-            .is_some_and(|w| w.session_id == session)
-}
-
-/// `session.pid` beside TASK.md: `<session> <pid> <supervisor pid>`.
-fn pid_file(dir: &Path) -> PathBuf {
-    dir.join("session.pid")
-}
-
-pub(super) fn write_pid_file(dir: &Path, session: &str, pid: u32) {
-    write_pid_file_of(dir, session, pid, std::process::id());
-}
-
-fn write_pid_file_of(dir: &Path, session: &str, pid: u32, supervisor: u32) {
-    let text = format!("{session} {pid} {supervisor}\n");
-    let _ = warden_store::files::write_atomic(&pid_file(dir), text.as_bytes());
-}
-
-pub(super) fn read_pid_file(dir: &Path) -> Option<(String, u32, u32)> {
-    let text = std::fs::read_to_string(pid_file(dir)).ok()?;
-    let mut it = text.split_whitespace();
-    Some((
-        it.next()?.to_owned(),
-        it.next()?.parse().ok()?,
-        it.next()?.parse().ok()?,
-    ))
-}
-
-pub(super) fn alive(pid: u32) -> bool {
-    rustix::process::Pid::from_raw(pid as i32)
-        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
-}
-
-/// Is the process hosting a session (its `warden session-run`) still running?
-pub(super) fn pid_file_alive(dir: &Path, session: &str) -> bool {
-    matches!(read_pid_file(dir), Some((s, pid, _)) if s == session && alive(pid))
+    Ok(code)
 }

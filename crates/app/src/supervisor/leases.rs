@@ -33,9 +33,10 @@ pub(super) fn owner_host_pid(owner: &str) -> Option<(&str, u32)> {
 impl Supervisor {
     pub(super) fn renew(&mut self) {
         self.last_renew = Instant::now();
-        let now = self.eng.now();
+        let now = self.app.eng.now();
         for id in self.leased.keys().cloned().collect::<Vec<_>>() {
             match self
+                .app
                 .eng
                 .store
                 .acquire_lease(&id, &self.owner, now, self.opts.lease_ttl)
@@ -55,7 +56,7 @@ impl Supervisor {
 
     pub(super) fn release_all(&mut self) {
         for id in std::mem::take(&mut self.leased).into_keys() {
-            let _ = self.eng.store.release_lease(&id, &self.owner);
+            let _ = self.app.eng.store.release_lease(&id, &self.owner);
         }
         self.release_abandoned();
     }
@@ -66,13 +67,13 @@ impl Supervisor {
     /// claimed again. Each release names the holder, so a lease renewed or taken over
     /// meanwhile is left alone.
     pub(super) fn release_abandoned(&self) {
-        let now = self.eng.now();
-        let Ok(leases) = self.eng.store.leases() else {
+        let now = self.app.eng.now();
+        let Ok(leases) = self.app.eng.store.leases() else {
             return;
         };
         for l in leases {
             if l.owner != self.owner && (self.dead_here(&l.owner) || l.expires_at <= now) {
-                let _ = self.eng.store.release_lease(&l.task, &l.owner);
+                let _ = self.app.eng.store.release_lease(&l.task, &l.owner);
             }
         }
     }
@@ -107,9 +108,10 @@ impl Supervisor {
         if got.len() >= max || rest.is_empty() {
             return Ok(got);
         }
-        let now = self.eng.now();
+        let now = self.app.eng.now();
         let ttl = self.opts.lease_ttl;
         let claimed = self
+            .app
             .eng
             .store
             .claim(&rest, &self.owner, now, ttl, max - got.len())?;
@@ -119,6 +121,7 @@ impl Supervisor {
         }
         if got.len() < max {
             let held: BTreeMap<TaskId, String> = self
+                .app
                 .eng
                 .store
                 .leases()?
@@ -136,8 +139,13 @@ impl Supervisor {
                     && o != &self.owner
                     && self.dead_here(o)
                 {
-                    self.eng.store.release_lease(id, o)?;
-                    if let Some(l) = self.eng.store.acquire_lease(id, &self.owner, now, ttl)? {
+                    self.app.eng.store.release_lease(id, o)?;
+                    if let Some(l) = self
+                        .app
+                        .eng
+                        .store
+                        .acquire_lease(id, &self.owner, now, ttl)?
+                    {
                         self.leased.insert(id.clone(), l.epoch);
                         got.push(id.clone());
                     }
@@ -154,7 +162,7 @@ impl Supervisor {
 
     pub(super) fn release(&mut self, id: &TaskId) {
         if self.leased.remove(id).is_some() {
-            let _ = self.eng.store.release_lease(id, &self.owner);
+            let _ = self.app.eng.store.release_lease(id, &self.owner);
         }
     }
 }

@@ -1,45 +1,50 @@
-//! The supervisor (`warden run`): schedules ready tasks over the dependency DAG, takes a
-//! lease on each, gives it a git worktree, runs the phases Warden runs itself, starts
-//! agent sessions on every entry into `working` or `agent-review`, and respawns what
-//! DESIGN 2.2 says it respawns. Session ends arrive through `warden task exited`, the
-//! same path as every other report; the supervisor only reacts to the stored state.
+//! The supervisor (`warden run`): the loop that asks the scheduler
+//! (`warden_core::schedule::next`, the supervisor's whole contract) what each task needs,
+//! and performs it. It observes what the store cannot know — which sessions are alive
+//! (their host process, their tmux pane), whether a worktree exists — takes a lease on a
+//! task before acting on it, runs each action on a thread of its own (each with its own
+//! store connection, so the loop never blocks), and sleeps until the store changes, a
+//! step ends, or a grace period or backoff the scheduler named is due.
 //!
-//! The loop lives here; [`leases`] claims and renews tasks, [`step`] runs one step of one
-//! task on its own thread (each with its own store connection, so the loop never blocks),
-//! and [`host`] is the `warden session-run` process that hosts a process session.
+//! [`leases`] claims and renews tasks, [`step`] performs one action, [`host`] is the
+//! `warden session-run` process that hosts a process session.
 
 mod host;
 mod leases;
 mod step;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use jiff::Timestamp;
 use warden_core::event::Actor;
-use warden_core::model::{Task, TaskId};
+use warden_core::failure::{ExitCode, Failure};
+use warden_core::model::{Status, Task, TaskId};
+use warden_core::schedule::{self, Action, Liveness, View};
 use warden_core::tree::TreeIndex;
 use warden_runner::git::Repo;
 use warden_runner::{pipeline, session};
-use warden_store::config;
-use warden_store::{Engine, EngineError, Fence, StoreError, Workspace};
+use warden_store::{EngineError, Fence, StoreError, Workspace, config, files};
 
-pub use host::{UNKNOWN_EXIT, session_run};
+use crate::App;
+
+pub use host::{SessionFiles, session_run};
 pub use leases::owner_id;
-pub use step::{Action, next_action};
+pub use step::stop_session;
 
-use host::{pid_file_alive, read_pid_file, starting};
 use step::Step;
 
 /// How sessions run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// Child process groups; exit seen by a waiter the moment it happens.
+    /// Child process groups under `warden session-run` hosts; an exit is seen the moment
+    /// it happens.
     Process,
-    /// tmux on a private socket under `.warden/`; exit reported by a pane-died hook.
+    /// tmux on a private socket under `.warden/`; an exit is reported by a pane-died hook.
     Tmux,
 }
 
@@ -48,7 +53,7 @@ pub enum Mode {
 pub struct Options {
     /// Tasks worked on at once.
     pub max_parallel: usize,
-    /// Return when nothing is runnable and no session is alive.
+    /// Return when nothing is runnable, nothing is due and no session is alive.
     pub until_idle: bool,
     /// Session mode.
     pub mode: Mode,
@@ -58,29 +63,202 @@ pub struct Options {
     pub lease_ttl: Duration,
 }
 
-/// What the supervisor tells its front end.
+/// A task being worked on, for the live display.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Active {
+    /// The task.
+    pub id: TaskId,
+    /// Its status.
+    pub status: Status,
+    /// What runs: a step, or a session's role.
+    pub what: String,
+    /// Since when.
+    pub since: Timestamp,
+}
+
+/// Something that happened to a task that a person may want to act on: the run log's
+/// outcome lines (and `--json`'s outcome events).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The task is done; `merged` when its work reached the base branch.
+    Done {
+        /// The task.
+        task: TaskId,
+        /// merge-ri succeeded (not skipped).
+        merged: bool,
+    },
+    /// A group's children are all done.
+    GroupDone {
+        /// The group.
+        task: TaskId,
+    },
+    /// The task was cancelled.
+    Cancelled {
+        /// The task.
+        task: TaskId,
+    },
+    /// The task needs a person: attempts used up, reviews failed, crashes.
+    Stuck {
+        /// The task.
+        task: TaskId,
+        /// Why.
+        reason: Option<String>,
+    },
+    /// The agent review passed: a person approves or rejects.
+    NeedsReview {
+        /// The task.
+        task: TaskId,
+    },
+    /// The worker asked a question.
+    Question {
+        /// The task.
+        task: TaskId,
+    },
+    /// The work went back to the worker (a FAIL review, or a person's reject).
+    BackToWorker {
+        /// The task.
+        task: TaskId,
+        /// Why.
+        reason: Option<String>,
+    },
+    /// A session ended without its artifact.
+    Crashed {
+        /// The task.
+        task: TaskId,
+        /// Crashes in this status.
+        crash_count: u32,
+        /// At this many it is stuck.
+        threshold: u32,
+        /// A worker waits for `task respawn`; a reviewer is restarted by itself.
+        waits_for_respawn: bool,
+    },
+    /// An attempt failed (a guard, a phase): charged, run again after a backoff.
+    AttemptFailed {
+        /// The task.
+        task: TaskId,
+        /// Attempts used.
+        attempt: u32,
+        /// Attempts allowed.
+        max: u32,
+        /// Why.
+        reason: Option<String>,
+    },
+    /// A failed phase gets its one automatic heal: the agent is started to fix it.
+    Healing {
+        /// The task.
+        task: TaskId,
+        /// The phase.
+        phase: warden_core::model::Phase,
+    },
+    /// A session could not start (Warden's side, not the agent's crash).
+    SessionFailed {
+        /// The task.
+        task: TaskId,
+        /// Why.
+        error: Option<String>,
+    },
+}
+
+/// What is compared between two looks at a task to find its outcomes.
 #[derive(Clone, Debug, PartialEq, Eq)]
+struct Seen {
+    status: Status,
+    crash_count: u32,
+    attempts: u32,
+    dead: bool,
+    healing: Option<warden_core::model::Phase>,
+}
+
+/// How a run ended (`--until-idle`): what is left and the exit code a script acts on.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Idle {
+    /// 0 every leaf is done (or cancelled); 6 some wait for a person (a review to
+    /// approve, a question in clarification); 7 some are stuck, dead or blocked.
+    pub code: ExitCode,
+    /// Leaves that pass.
+    pub done: usize,
+    /// Countable leaves.
+    pub total: usize,
+    /// Leaves waiting for a person.
+    pub needs_person: Vec<TaskId>,
+    /// Leaves stuck, or with a dead session.
+    pub stuck_or_dead: Vec<TaskId>,
+    /// Pending leaves that cannot start (a dependency is not done and nothing runs).
+    pub blocked: Vec<TaskId>,
+}
+
+/// What the supervisor tells its front end (`--json`: one JSON line each, `"event"`
+/// naming the variant).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
 pub enum RunEvent {
-    /// A line for the log.
-    Log(String),
-    /// The set of tasks being worked on changed: `(id, status, what, since)`.
-    Active(Vec<(String, String, String, Instant)>),
+    /// The run started.
+    Started {
+        /// The project root.
+        root: PathBuf,
+        /// The git top and base branch, when the project is a repository.
+        git: Option<(PathBuf, String)>,
+        /// Tasks worked on at once.
+        max_parallel: usize,
+        /// The resume file an abnormal stop left, if any.
+        resumed: Option<String>,
+    },
+    /// A step of a task began.
+    Step {
+        /// The task.
+        task: TaskId,
+        /// What it does.
+        what: String,
+    },
+    /// A step ended with something to say.
+    Stepped {
+        /// The task.
+        task: TaskId,
+        /// What happened.
+        what: String,
+    },
+    /// A step failed: Warden's own error (not a task's outcome).
+    StepFailed {
+        /// The task.
+        task: TaskId,
+        /// What failed.
+        failure: Failure,
+    },
+    /// Something happened that a person may act on.
+    Outcome(Outcome),
+    /// The tasks being worked on changed.
+    Active {
+        /// Every task a step or a session works on now.
+        tasks: Vec<Active>,
+    },
+    /// The run stops on a signal; sessions keep running and are adopted by the next run.
+    Stopping,
+    /// `--until-idle`: nothing is runnable, nothing is due, no session is alive.
+    Idle(Idle),
 }
 
 /// Step threads at once (each holds its own store connection).
 const MAX_STEP_THREADS: usize = 8;
 
+/// How often tmux panes are swept for exits their hooks missed.
+const SWEEP: Duration = Duration::from_millis(500);
+
 /// A step running on its own thread: its handle, what it does, and since when.
-type Job = (JoinHandle<Result<(), EngineError>>, String, Instant);
+struct Job {
+    handle: JoinHandle<Result<step::Done, EngineError>>,
+    what: String,
+    since: Instant,
+}
 
 /// A running supervisor.
 pub struct Supervisor {
-    eng: Engine,
+    app: App,
     opts: Options,
     owner: String,
     repo: Option<Repo>,
     base: Option<String>,
-    /// Per-task threads running phases.
+    /// Per-task threads running a step.
     jobs: BTreeMap<TaskId, Job>,
     /// Tasks whose lease we hold, with its epoch (the fence of every write).
     leased: BTreeMap<TaskId, u64>,
@@ -88,6 +266,12 @@ pub struct Supervisor {
     stop: Arc<AtomicBool>,
     /// The 0600 file holding the store's secrets for Warden's calls from sessions.
     credentials: Option<PathBuf>,
+    /// Every task at the last look, for its outcomes.
+    seen: BTreeMap<TaskId, Seen>,
+    /// When each open session was first seen, for the display.
+    since: BTreeMap<String, Timestamp>,
+    /// The in-flight set last written to continue.md.
+    in_flight: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -98,25 +282,30 @@ impl std::fmt::Debug for Supervisor {
     }
 }
 
-fn tmux_socket(ws: &Workspace) -> PathBuf {
+pub(crate) fn tmux_socket(ws: &Workspace) -> PathBuf {
     ws.dir.join("tmux.sock")
+}
+
+/// What one pass over the tasks found.
+struct Pass {
+    /// Something runs, is wanted, or is due.
+    busy: bool,
+    /// The earliest time the scheduler asked to look again.
+    wake: Option<Timestamp>,
 }
 
 impl Supervisor {
     /// Opens the workspace for supervising. `stop` ends the loop when set.
-    pub fn new(
-        ws: Workspace,
-        opts: Options,
-        stop: Arc<AtomicBool>,
-    ) -> Result<Supervisor, EngineError> {
-        let eng = Engine::open(ws, Actor::Runner)?;
+    pub fn new(ws: Workspace, opts: Options, stop: Arc<AtomicBool>) -> Result<Supervisor, Failure> {
+        let app = App::open(ws, Actor::Runner)?;
         // Sessions never see the store's secrets; Warden's calls from inside one read
         // them from this file instead (see `config::SECRET_VARS`).
-        let credentials = config::write_credentials(&eng.ws.dir.join("credentials"))?;
-        let repo = Repo::discover(&eng.ws.root).ok().flatten();
+        let credentials = config::write_credentials(&app.ws().dir.join("credentials"))
+            .map_err(EngineError::from)?;
+        let repo = Repo::discover(&app.ws().root).ok().flatten();
         let base = repo.as_ref().and_then(pipeline::base_branch);
         Ok(Supervisor {
-            eng,
+            app,
             opts,
             owner: owner_id(),
             repo,
@@ -126,284 +315,317 @@ impl Supervisor {
             last_renew: Instant::now(),
             stop,
             credentials,
+            seen: BTreeMap::new(),
+            since: BTreeMap::new(),
+            in_flight: None,
         })
     }
 
-    /// Runs until stopped (or idle, with `until_idle`).
-    pub fn run(&mut self, on_event: &mut dyn FnMut(RunEvent)) -> Result<(), EngineError> {
-        on_event(RunEvent::Log(match (&self.repo, &self.base) {
-            (Some(r), Some(b)) => format!(
-                "supervising {} (git: {}, base branch {b}; {} session(s) at once)",
-                self.eng.ws.root.display(),
-                r.top.display(),
-                self.opts.max_parallel
-            ),
-            _ => format!(
-                "supervising {} (no git repository: git phases are skipped)",
-                self.eng.ws.root.display()
-            ),
-        }));
+    /// Runs until stopped, or until idle with `until_idle` (then it says how it ended).
+    pub fn run(&mut self, on_event: &mut dyn FnMut(RunEvent)) -> Result<Option<Idle>, Failure> {
+        let ws = self.app.ws().clone();
+        let resumed = files::read_text(&ws.dir, &ws.continue_md())
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("Stopped"))
+                    .map(str::to_owned)
+            });
+        on_event(RunEvent::Started {
+            root: ws.root.clone(),
+            git: match (&self.repo, &self.base) {
+                (Some(r), Some(b)) => Some((r.top.clone(), b.clone())),
+                _ => None,
+            },
+            max_parallel: self.opts.max_parallel,
+            resumed,
+        });
         let mut last_version = u64::MAX;
-        let mut last_active: Vec<(String, String, String)> = Vec::new();
-        let mut last_sweep = Instant::now();
-        let mut sessions_alive = true;
+        let mut last_active: Vec<(TaskId, Status, String)> = Vec::new();
+        let mut last_sweep = Instant::now() - SWEEP;
+        let mut wake: Option<Timestamp> = None;
         loop {
             if self.stop.load(Ordering::SeqCst) {
-                on_event(RunEvent::Log(
-                    "stopping: sessions keep running and are adopted by the next `warden run`"
-                        .into(),
-                ));
                 self.release_all();
-                return Ok(());
+                self.write_continue("interrupted by a signal");
+                on_event(RunEvent::Stopping);
+                return Ok(None);
             }
             let finished = self.reap(on_event);
-            let version = self.eng.store.data_version()?;
-            // The sweep matters only while sessions run.
-            let sweep_due = sessions_alive && last_sweep.elapsed() >= Duration::from_millis(250);
-            if version != last_version || finished || sweep_due {
+            let version = self.app.eng.store.data_version().map_err(Failure::from)?;
+            let due = wake.is_some_and(|w| Timestamp::now() >= w);
+            let sweep_due = self.opts.mode == Mode::Tmux && last_sweep.elapsed() >= SWEEP;
+            if version != last_version || finished || due || sweep_due {
                 last_version = version;
-                // One read of the tasks per pass, shared by the sweep, the scheduler and
-                // the display.
-                let tasks = self.eng.tasks()?;
                 if sweep_due {
                     last_sweep = Instant::now();
-                    self.sweep(&tasks)?;
+                    self.sweep_tmux();
                 }
-                sessions_alive = tasks.iter().any(|t| t.live_session().is_some());
-                let busy = self.tick(&tasks, on_event)?;
-                let active: Vec<(String, String, String, Instant)> = self.active(&tasks);
-                let key: Vec<(String, String, String)> = active
+                let tasks = self.app.tasks()?;
+                let idx = TreeIndex::new(&tasks);
+                self.report_moves(&idx, on_event);
+                let pass = self.pass(&idx, on_event)?;
+                wake = pass.wake;
+                let active = self.active(&idx);
+                let key: Vec<(TaskId, Status, String)> = active
                     .iter()
-                    .map(|(a, b, c, _)| (a.clone(), b.clone(), c.clone()))
+                    .map(|a| (a.id.clone(), a.status, a.what.clone()))
                     .collect();
                 if key != last_active {
                     last_active = key;
-                    on_event(RunEvent::Active(active));
+                    self.write_continue("the run was killed (kill -9, a crash or a lost machine)");
+                    on_event(RunEvent::Active { tasks: active });
                 }
-                if self.opts.until_idle && !busy {
-                    on_event(RunEvent::Log(
-                        "idle: nothing runnable and no session alive".into(),
-                    ));
+                if self.opts.until_idle && !pass.busy && self.jobs.is_empty() {
                     self.release_all();
-                    return Ok(());
+                    self.end_tmux();
+                    let _ = std::fs::remove_file(ws.continue_md());
+                    let idle = idle_summary(&idx);
+                    on_event(RunEvent::Idle(idle.clone()));
+                    return Ok(Some(idle));
                 }
             }
             if self.last_renew.elapsed() >= self.opts.lease_ttl / 3 {
                 self.renew();
             }
             // Sleep until another process commits (LISTEN/NOTIFY on PostgreSQL, a cheap
-            // poll on SQLite), a step may have finished, or a sweep or renewal is due.
-            let cap = if self.jobs.is_empty() {
+            // poll on SQLite), a step may have finished, or something the scheduler
+            // named is due.
+            let mut timeout = if self.jobs.is_empty() {
                 Duration::from_millis(500)
             } else {
                 Duration::from_millis(50)
             };
-            let timeout = cap
-                .min((self.opts.lease_ttl / 3).saturating_sub(self.last_renew.elapsed()))
-                .min(Duration::from_secs(2).saturating_sub(last_sweep.elapsed()))
-                .max(Duration::from_millis(5));
-            self.eng.store.wait_for_change(version, timeout)?;
-        }
-    }
-
-    /// Tasks being worked on now, for the progress display.
-    fn active(&self, tasks: &[Task]) -> Vec<(String, String, String, Instant)> {
-        let mut out = Vec::new();
-        for t in tasks {
-            if let Some((_, what, since)) = self.jobs.get(t.id()) {
-                out.push((
-                    t.id().to_string(),
-                    t.status().to_string(),
-                    what.clone(),
-                    *since,
-                ));
-            } else if let Some(s) = t.live_session() {
-                let role = t
-                    .sessions()
-                    .iter()
-                    .rev()
-                    .find(|r| r.id == s)
-                    .map(|r| r.role.to_string())
-                    .unwrap_or_default();
-                out.push((
-                    t.id().to_string(),
-                    t.status().to_string(),
-                    format!("{role} session"),
-                    self.session_since(t),
-                ));
+            timeout =
+                timeout.min((self.opts.lease_ttl / 3).saturating_sub(self.last_renew.elapsed()));
+            if self.opts.mode == Mode::Tmux {
+                timeout = timeout.min(SWEEP.saturating_sub(last_sweep.elapsed()));
             }
+            if let Some(w) = wake {
+                let left = Timestamp::now().duration_until(w);
+                let left = Duration::try_from(left).unwrap_or_default();
+                timeout = timeout.min(left);
+            }
+            self.app
+                .eng
+                .store
+                .wait_for_change(version, timeout.max(Duration::from_millis(5)))
+                .map_err(Failure::from)?;
         }
-        out
     }
 
-    /// Collects finished jobs and sessions; returns whether anything finished.
+    /// Collects finished steps; returns whether any finished.
     fn reap(&mut self, on_event: &mut dyn FnMut(RunEvent)) -> bool {
-        let mut any = false;
         let done: Vec<TaskId> = self
             .jobs
             .iter()
-            .filter(|(_, (h, _, _))| h.is_finished())
+            .filter(|(_, j)| j.handle.is_finished())
             .map(|(id, _)| id.clone())
             .collect();
-        for id in done {
-            if let Some((h, what, _)) = self.jobs.remove(&id) {
-                any = true;
-                match h.join() {
-                    Ok(Ok(())) => {}
-                    Ok(Err(EngineError::Store(e @ StoreError::LeaseLost { .. }))) => {
-                        // Not ours any more: forget it without releasing the new holder's.
-                        self.leased.remove(&id);
-                        on_event(RunEvent::Log(format!("{id}: {what}: {e}")));
-                    }
-                    Ok(Err(e)) => on_event(RunEvent::Log(format!(
-                        "{id}: {what}: {}",
-                        warden_core::failure::Failure::from(e).text()
-                    ))),
-                    Err(_) => on_event(RunEvent::Log(format!("{id}: {what}: the step panicked"))),
+        for id in &done {
+            let Some(job) = self.jobs.remove(id) else {
+                continue;
+            };
+            match job.handle.join() {
+                Ok(Ok(Some(what))) => on_event(RunEvent::Stepped {
+                    task: id.clone(),
+                    what,
+                }),
+                Ok(Ok(None)) => {}
+                Ok(Err(EngineError::Store(e @ StoreError::LeaseLost { .. }))) => {
+                    // Not ours any more: forget it without releasing the new holder's.
+                    self.leased.remove(id);
+                    on_event(RunEvent::StepFailed {
+                        task: id.clone(),
+                        failure: e.into(),
+                    });
                 }
+                Ok(Err(e)) => on_event(RunEvent::StepFailed {
+                    task: id.clone(),
+                    failure: e.into(),
+                }),
+                Err(_) => on_event(RunEvent::StepFailed {
+                    task: id.clone(),
+                    failure: Failure::internal(format!(
+                        "{}: the step panicked; this is a Warden bug, please report it",
+                        job.what
+                    )),
+                }),
             }
         }
-        any
+        !done.is_empty()
     }
 
-    /// When the task's current session started, as far as this process knows.
-    fn session_since(&self, t: &Task) -> Instant {
-        let age = jiff::Timestamp::now().duration_since(t.updated_at());
-        let age = Duration::try_from(age).unwrap_or_default();
-        Instant::now().checked_sub(age).unwrap_or_else(Instant::now)
+    /// Says what happened to each task since the last look, as outcomes.
+    fn report_moves(&mut self, idx: &TreeIndex<'_>, on_event: &mut dyn FnMut(RunEvent)) {
+        let first = self.seen.is_empty();
+        let limits = self.app.eng.config.limits;
+        let mut now: BTreeMap<TaskId, Seen> = BTreeMap::new();
+        for t in idx.depth_first() {
+            let leaf = idx.is_leaf(t.id());
+            let cur = Seen {
+                status: idx.status(t),
+                crash_count: t.crash_count(),
+                attempts: t.attempts(),
+                dead: t.is_dead(),
+                healing: t.healing(),
+            };
+            let before = self.seen.get(t.id()).cloned();
+            now.insert(t.id().clone(), cur.clone());
+            if first {
+                continue;
+            }
+            let Some(before) = before else { continue };
+            for o in outcomes(t, leaf, &before, &cur, &limits) {
+                on_event(RunEvent::Outcome(o));
+            }
+        }
+        self.seen = now;
     }
 
-    /// Safety net: reports dead tmux panes and dead process sessions this runner does not
-    /// own (adopted after a restart); the receiving side is idempotent.
-    fn sweep(&mut self, tasks: &[Task]) -> Result<(), EngineError> {
-        let lease_now = self.eng.now();
-        // A session under another runner's unexpired lease is that runner's to watch
-        // (it may run on another machine); an expired lease, or one held by a dead
-        // runner on this host, means the session is adopted here.
-        let others: BTreeMap<TaskId, String> = self
+    /// What the runner sees of one open session.
+    fn liveness(&self, id: &TaskId, session: &str, panes: &BTreeSet<String>) -> Liveness {
+        if panes.contains(&session::tmux_session_name(session)) {
+            return Liveness::Alive;
+        }
+        if host::process_alive(&SessionFiles::of(self.app.ws(), id, session)) {
+            return Liveness::Alive;
+        }
+        Liveness::Gone
+    }
+
+    /// One pass over every task: asks the scheduler, claims leases, starts steps.
+    fn pass(
+        &mut self,
+        idx: &TreeIndex<'_>,
+        on_event: &mut dyn FnMut(RunEvent),
+    ) -> Result<Pass, Failure> {
+        let now = Timestamp::now();
+        let limits = self.app.eng.config.limits;
+        let socket = tmux_socket(self.app.ws());
+        let panes: BTreeSet<String> = if socket.exists() {
+            session::tmux_list(&socket)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| p.name)
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        // Tasks another live runner holds are that runner's to watch (it may run on
+        // another machine); an expired lease, or a dead runner's on this host, is not.
+        let lease_now = self.app.eng.now();
+        let others: BTreeSet<TaskId> = self
+            .app
             .eng
             .store
-            .leases()?
+            .leases()
+            .map_err(Failure::from)?
             .into_iter()
-            .filter(|l| l.owner != self.owner && l.expires_at > lease_now)
-            .map(|l| (l.task, l.owner))
+            .filter(|l| {
+                l.owner != self.owner && l.expires_at > lease_now && !self.dead_here(&l.owner)
+            })
+            .map(|l| l.task)
             .collect();
-        let socket = tmux_socket(&self.eng.ws);
-        let panes = if socket.exists() {
-            // tmux 3.3 sometimes misses a pane's exit until another child of the server
-            // exits; the sweep nudges it and reports what its hook may have missed.
-            let exe = self.opts.warden_exe.clone();
-            let root = self.eng.ws.root.clone();
-            let _ = session::tmux_sweep(&socket, |p| {
-                match (&p.task_id, &p.session_id, p.dead_status) {
-                    (Some(t), Some(s), Some(code)) => {
-                        session::report_exit(&exe, &root, t, s, code).is_ok()
-                    }
-                    _ => false,
-                }
-            });
-            session::tmux_list(&socket).unwrap_or_default()
-        } else {
-            Vec::new()
+        let mut pass = Pass {
+            busy: false,
+            wake: None,
         };
-        let now = jiff::Timestamp::now();
-        for t in tasks {
-            let Some(s) = t.live_session() else { continue };
-            // A session is recorded just before it starts: give it time to appear.
-            let age = now.duration_since(t.updated_at());
-            if age < jiff::SignedDuration::from_secs(3) {
-                continue;
-            }
-            if let Some(o) = others.get(t.id())
-                && !self.dead_here(o)
-            {
-                continue;
-            }
-            let dir = self.eng.ws.task_dir(t.id());
-            let in_tmux = panes.iter().any(|p| p.session_id.as_deref() == Some(s));
-            let process = matches!(read_pid_file(&dir), Some((ps, _, _)) if ps == s);
-            if in_tmux || (process && pid_file_alive(&dir, s)) || starting(&dir, s) {
-                continue;
-            }
-            // Neither a pane nor a live host process: the session ended unreported (its
-            // host was killed, or the tmux server went away). Its outcome is unknown, so
-            // it is not a success: the exit table counts it as a crash (or failed work).
-            self.report_exit(t.id(), s, Some(UNKNOWN_EXIT));
-        }
-        Ok(())
-    }
-
-    fn report_exit(&self, id: &TaskId, session: &str, code: Option<i32>) {
-        let mut cmd = std::process::Command::new(&self.opts.warden_exe);
-        cmd.args(["task", "exited", id.as_str(), "--session", session])
-            .env("WARDEN_DIR", &self.eng.ws.root)
-            .env_remove("WARDEN_ROLE")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        if let Some(c) = code {
-            cmd.arg("--exit-code").arg(c.to_string());
-        }
-        let _ = cmd.status();
-    }
-
-    /// One scheduling pass. Returns whether anything is running or could still run.
-    fn tick(
-        &mut self,
-        tasks: &[Task],
-        on_event: &mut dyn FnMut(RunEvent),
-    ) -> Result<bool, EngineError> {
-        let idx = TreeIndex::new(tasks);
-        let order: Vec<&Task> = idx.depth_first();
-        let live = tasks.iter().filter(|t| t.live_session().is_some()).count();
-        let mut busy = !self.jobs.is_empty() || live > 0;
-        let slots = self
-            .opts
-            .max_parallel
-            .saturating_sub(self.jobs.len() + live);
+        let mut running = 0usize;
         let mut wanted: Vec<(&Task, Action)> = Vec::new();
-        for t in order {
-            if !idx.is_leaf(t.id()) {
+        let mut release = Vec::new();
+        for t in idx.depth_first() {
+            let id = t.id();
+            if self.jobs.contains_key(id) {
+                pass.busy = true;
+                running += 1;
                 continue;
             }
-            let id = t.id().clone();
-            if t.status().is_terminal() {
-                self.release(&id);
+            if others.contains(id) {
+                pass.busy |= t.open_sessions().next().is_some();
                 continue;
             }
-            if self.jobs.contains_key(&id) {
-                continue;
+            let live = |sid: &str| self.liveness(id, sid, &panes);
+            let view = View {
+                task: t,
+                now,
+                deps_done: idx.deps_done(t),
+                leaf: idx.is_leaf(id),
+                worktree: self.repo.is_some() && self.app.ws().worktree(id).is_dir(),
+                live: &live,
+            };
+            match schedule::next(&view, &limits) {
+                Action::Idle => {
+                    if self.leased.contains_key(id) {
+                        release.push(id.clone());
+                    }
+                }
+                Action::Busy => {
+                    pass.busy = true;
+                    running += 1;
+                }
+                Action::Wait { until } => {
+                    pass.busy = true;
+                    pass.wake = Some(pass.wake.map_or(until, |w| w.min(until)));
+                    if t.open_sessions().next().is_some() {
+                        running += 1;
+                    }
+                }
+                action => {
+                    pass.busy = true;
+                    wanted.push((t, action));
+                }
             }
-            if t.live_session().is_some() {
-                // A session started by another process (or adopted): alive until reported.
-                busy = true;
-                continue;
-            }
-            let action = next_action(t, &idx, &self.eng.config.limits);
-            let Some(action) = action else { continue };
-            busy = true;
-            wanted.push((t, action));
         }
-        // Steps are short (a phase, a session start); a few threads at a time keep the
-        // supervisor's memory flat however many sessions run.
-        let slots = slots.min(MAX_STEP_THREADS.saturating_sub(self.jobs.len()));
-        if slots == 0 || wanted.is_empty() {
-            return Ok(busy);
+        for id in release {
+            self.release(&id);
         }
-        let ids: Vec<TaskId> = wanted.iter().map(|(t, _)| t.id().clone()).collect();
-        let claimed = self.claim(&ids, slots)?;
+        // Quick steps (a stop, a report, a status change, a cleanup) always run; steps
+        // that start work wait for a slot of --max-parallel.
+        let slots = self.opts.max_parallel.saturating_sub(running);
+        let threads = MAX_STEP_THREADS.saturating_sub(self.jobs.len());
+        let mut heavy = 0usize;
+        let mut chosen: Vec<(&Task, Action)> = Vec::new();
         for (t, action) in wanted {
+            let heavy_step = matches!(
+                action,
+                Action::RunPhase(_)
+                    | Action::StartSession { .. }
+                    | Action::Finish
+                    | Action::ResetWorktree
+            );
+            if heavy_step {
+                if heavy >= slots {
+                    continue;
+                }
+                heavy += 1;
+            }
+            if chosen.len() >= threads {
+                break;
+            }
+            chosen.push((t, action));
+        }
+        if chosen.is_empty() {
+            return Ok(pass);
+        }
+        let ids: Vec<TaskId> = chosen.iter().map(|(t, _)| t.id().clone()).collect();
+        let claimed = self.claim(&ids, ids.len()).map_err(Failure::from)?;
+        for (t, action) in chosen {
             if !claimed.contains(t.id()) {
                 continue;
             }
-            on_event(RunEvent::Log(format!("{}: {}", t.id(), action.describe())));
-            self.start(t, action)?;
+            on_event(RunEvent::Step {
+                task: t.id().clone(),
+                what: action.describe(),
+            });
+            self.start(t.id().clone(), action);
         }
-        Ok(busy)
+        Ok(pass)
     }
 
-    fn start(&mut self, t: &Task, action: Action) -> Result<(), EngineError> {
-        let id = t.id().clone();
-        let ws = self.eng.ws.clone();
+    /// Starts a step on its own thread, fenced by the task's lease.
+    fn start(&mut self, id: TaskId, action: Action) {
+        let ws = self.app.ws().clone();
         let repo = self.repo.clone();
         let base = self.base.clone();
         let opts = self.opts.clone();
@@ -414,22 +636,281 @@ impl Supervisor {
             owner: self.owner.clone(),
             epoch,
         });
-        let handle = std::thread::spawn(move || -> Result<(), EngineError> {
-            let mut app = crate::App::open(ws, Actor::Runner).map_err(EngineError::from)?;
+        let task = id.clone();
+        let handle = std::thread::spawn(move || -> Result<step::Done, EngineError> {
+            let mut app = App::open(ws, Actor::Runner).map_err(EngineError::from)?;
             // Every write of this step is fenced by the lease it was started under.
             app.eng.fence = fence;
             let mut step = Step {
                 app: &app,
-                eng: &app.eng,
                 repo: repo.as_ref(),
                 base: base.as_deref(),
                 opts: &opts,
                 credentials: credentials.as_deref(),
             };
-            step.perform(&id, action)
+            step.perform(&task, &action)
         });
-        self.jobs
-            .insert(t.id().clone(), (handle, what, Instant::now()));
-        Ok(())
+        self.jobs.insert(
+            id,
+            Job {
+                handle,
+                what,
+                since: Instant::now(),
+            },
+        );
     }
+
+    /// Tasks being worked on now: a step, or a live session.
+    fn active(&mut self, idx: &TreeIndex<'_>) -> Vec<Active> {
+        let mut out = Vec::new();
+        let mut seen_sessions = BTreeSet::new();
+        for t in idx.depth_first() {
+            if let Some(job) = self.jobs.get(t.id()) {
+                let age = jiff::SignedDuration::try_from(job.since.elapsed()).unwrap_or_default();
+                out.push(Active {
+                    id: t.id().clone(),
+                    status: t.status(),
+                    what: job.what.clone(),
+                    since: Timestamp::now()
+                        .checked_sub(age)
+                        .unwrap_or_else(|_| Timestamp::now()),
+                });
+            } else if let Some(s) = t.open_sessions().last() {
+                seen_sessions.insert(s.id.clone());
+                let since = *self
+                    .since
+                    .entry(s.id.clone())
+                    .or_insert_with(|| s.started_at.unwrap_or_else(Timestamp::now));
+                out.push(Active {
+                    id: t.id().clone(),
+                    status: t.status(),
+                    what: match s.heal {
+                        Some(p) => format!("{} session (fixing {p})", s.role),
+                        None => format!("{} session", s.role),
+                    },
+                    since,
+                });
+            }
+        }
+        self.since.retain(|s, _| seen_sessions.contains(s));
+        out
+    }
+
+    /// tmux mode's safety net: reports dead panes whose hook did not, and removes the
+    /// panes of sessions whose end is recorded.
+    fn sweep_tmux(&self) {
+        let socket = tmux_socket(self.app.ws());
+        if !socket.exists() {
+            return;
+        }
+        let exe = self.opts.warden_exe.clone();
+        let root = self.app.ws().root.clone();
+        let _ = session::tmux_sweep(&socket, |p| {
+            match (&p.task_id, &p.session_id, p.dead_status) {
+                (Some(t), Some(s), Some(code)) => {
+                    session::report_exit(&exe, &root, t, s, code).is_ok()
+                }
+                _ => false,
+            }
+        });
+        // Dead panes whose end is recorded are removed, so the server ends with its last
+        // session instead of keeping their scrollback for ever.
+        for p in session::tmux_list(&socket).unwrap_or_default() {
+            let (Some(t), Some(s)) = (&p.task_id, &p.session_id) else {
+                continue;
+            };
+            if !p.dead {
+                continue;
+            }
+            let ended = TaskId::new(t)
+                .ok()
+                .and_then(|id| self.app.eng.store.get(&id).ok().flatten())
+                .is_none_or(|task| task.sessions().iter().any(|r| &r.id == s && r.ended));
+            if ended {
+                let _ = session::tmux_remove(&socket, &p.name);
+            }
+        }
+    }
+
+    /// At the end of a run: dead panes removed, and the tmux server with them when no
+    /// session is left on it.
+    fn end_tmux(&self) {
+        if self.opts.mode != Mode::Tmux && !tmux_socket(self.app.ws()).exists() {
+            return;
+        }
+        self.sweep_tmux();
+        let socket = tmux_socket(self.app.ws());
+        if socket.exists() && session::tmux_list(&socket).is_ok_and(|p| p.is_empty()) {
+            let _ = session::tmux_kill_server(&socket);
+        }
+    }
+
+    /// Writes `.warden/continue.md`: what was in flight, and what to do next. Written
+    /// whenever the in-flight set changes, so it is there whatever ends the run (a
+    /// kill -9 included); removed when a run ends idle.
+    fn write_continue(&mut self, why: &str) {
+        let Ok(tasks) = self.app.tasks() else { return };
+        let active: Vec<&Task> = tasks
+            .iter()
+            .filter(|t| {
+                self.jobs.contains_key(t.id())
+                    || t.open_sessions().next().is_some()
+                    || matches!(t.status(), Status::Working | Status::AgentReview)
+            })
+            .collect();
+        let key: Vec<String> = active
+            .iter()
+            .map(|t| format!("{}:{}:{}", t.id(), t.status(), t.version()))
+            .collect();
+        if self.in_flight.as_ref() == Some(&key) && why.starts_with("the run was killed") {
+            return;
+        }
+        self.in_flight = Some(key);
+        let mut s = format!(
+            "# Resume\n\nStopped {} — {why}\n\n## In flight\n\n",
+            Timestamp::now()
+        );
+        if active.is_empty() {
+            s.push_str("- nothing\n");
+        }
+        for t in &active {
+            let phases: Vec<String> = t
+                .phases()
+                .iter()
+                .map(|(p, st)| format!("{p}={st}"))
+                .collect();
+            let sessions: Vec<&str> = t.open_sessions().map(|r| r.id.as_str()).collect();
+            s.push_str(&format!(
+                "- {} ({}): {}{}\n",
+                t.id(),
+                t.status(),
+                phases.join(" "),
+                if sessions.is_empty() {
+                    String::new()
+                } else {
+                    format!("; session {} may still be running", sessions.join(", "))
+                }
+            ));
+        }
+        s.push_str("\n## Next steps\n\n- Run `warden run` again: live sessions are adopted, gone ones are reported, and no succeeded phase runs again.\n- `warden task list --status stuck` shows what needs a person.\n");
+        let ws = self.app.ws();
+        let _ = files::write_atomic(&ws.continue_md(), s.as_bytes());
+    }
+}
+
+/// The outcomes between two looks at a task.
+fn outcomes(
+    t: &Task,
+    leaf: bool,
+    before: &Seen,
+    cur: &Seen,
+    limits: &warden_core::model::Limits,
+) -> Vec<Outcome> {
+    let task = t.id().clone();
+    let mut out = Vec::new();
+    if !leaf {
+        if cur.status == Status::Done && before.status != Status::Done {
+            out.push(Outcome::GroupDone { task });
+        }
+        return out;
+    }
+    if cur.attempts > before.attempts {
+        out.push(Outcome::AttemptFailed {
+            task: task.clone(),
+            attempt: cur.attempts,
+            max: t.spec.max_attempts,
+            reason: t.last_failure().map(str::to_owned),
+        });
+    }
+    if cur.healing.is_some()
+        && cur.healing != before.healing
+        && let Some(phase) = cur.healing
+    {
+        out.push(Outcome::Healing {
+            task: task.clone(),
+            phase,
+        });
+    }
+    if cur.crash_count > before.crash_count {
+        out.push(Outcome::Crashed {
+            task: task.clone(),
+            crash_count: cur.crash_count,
+            threshold: limits.crash_threshold,
+            waits_for_respawn: cur.status == Status::Working
+                && t.spec.workflow == warden_core::model::WorkflowKind::Review,
+        });
+    } else if cur.dead
+        && !before.dead
+        && cur.status == before.status
+        && t.last_failure()
+            .is_some_and(|f| f.starts_with("the session could not start"))
+    {
+        out.push(Outcome::SessionFailed {
+            task: task.clone(),
+            error: t.last_failure().map(str::to_owned),
+        });
+    }
+    if cur.status != before.status {
+        match cur.status {
+            Status::Done => out.push(Outcome::Done {
+                task,
+                merged: t.phases().get(warden_core::model::Phase::MergeRi)
+                    == warden_core::model::PhaseStatus::Success,
+            }),
+            Status::Cancelled => out.push(Outcome::Cancelled { task }),
+            Status::Stuck => out.push(Outcome::Stuck {
+                task,
+                reason: t.last_failure().map(str::to_owned),
+            }),
+            Status::Reviewing => out.push(Outcome::NeedsReview { task }),
+            Status::Clarification => out.push(Outcome::Question { task }),
+            Status::Working if matches!(before.status, Status::AgentReview | Status::Reviewing) => {
+                out.push(Outcome::BackToWorker {
+                    task,
+                    reason: t.feedback().map(str::to_owned),
+                })
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// How a run that went idle ended (see [`Idle`]).
+fn idle_summary(idx: &TreeIndex<'_>) -> Idle {
+    let mut idle = Idle {
+        code: ExitCode::Ok,
+        done: 0,
+        total: 0,
+        needs_person: Vec::new(),
+        stuck_or_dead: Vec::new(),
+        blocked: Vec::new(),
+    };
+    for t in idx.depth_first() {
+        if !idx.is_leaf(t.id()) {
+            continue;
+        }
+        match t.status() {
+            Status::Cancelled => continue,
+            Status::Done => idle.done += 1,
+            Status::Reviewing | Status::Clarification => idle.needs_person.push(t.id().clone()),
+            Status::Pending => idle.blocked.push(t.id().clone()),
+            Status::Stuck | Status::Working | Status::AgentReview => {
+                idle.stuck_or_dead.push(t.id().clone())
+            }
+        }
+        idle.total += 1;
+    }
+    // Blocked tasks wait for whatever blocks them: a person's review is a person's
+    // wait; with nothing else left they are blocked for ever.
+    idle.code = if !idle.stuck_or_dead.is_empty() {
+        ExitCode::StuckOrDead
+    } else if !idle.needs_person.is_empty() {
+        ExitCode::NeedsPerson
+    } else if !idle.blocked.is_empty() {
+        ExitCode::StuckOrDead
+    } else {
+        ExitCode::Ok
+    };
+    idle
 }

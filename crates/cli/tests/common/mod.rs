@@ -336,11 +336,16 @@ pub fn frontmatter_field(text: &str, field: &str) -> Option<String> {
     None
 }
 
-/// Ids of a JSON array of strings.
+/// Ids of a JSON array of ids, or of task objects (their `id`).
 pub fn ids(v: &Value) -> Vec<String> {
     v.as_array()
         .unwrap_or_else(|| panic!("not an array: {v}"))
         .iter()
-        .map(|x| x.as_str().expect("string id").to_owned())
+        .map(|x| {
+            x.as_str()
+                .or(x["id"].as_str())
+                .expect("string id")
+                .to_owned()
+        })
         .collect()
 }

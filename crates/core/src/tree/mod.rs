@@ -192,6 +192,9 @@ pub struct TreeIndex<'a> {
     tasks: &'a [Task],
     by_id: IdMap<&'a TaskId, usize>,
     forest: Forest,
+    /// Every task's status and `passes` as people see them: a leaf's own, a group's
+    /// derived from its children (see [`derive_groups`]).
+    derived: Vec<(Status, bool)>,
 }
 
 impl<'a> TreeIndex<'a> {
@@ -206,11 +209,30 @@ impl<'a> TreeIndex<'a> {
             |i| tasks[i].spec.parent.as_ref(),
             |i| tasks[i].spec.order,
         );
+        let derived = derive_groups(&forest, tasks);
         TreeIndex {
             tasks,
             by_id,
             forest,
+            derived,
         }
+    }
+
+    /// The status of a task as every view shows it: a leaf's own; a group's derived
+    /// from its children (done when every non-cancelled child is done, stuck when one is
+    /// stuck, working once one has started, pending before; cancelled when all are).
+    pub fn status(&self, t: &Task) -> Status {
+        self.by_id
+            .get(t.id())
+            .map_or(t.status(), |&i| self.derived[i].0)
+    }
+
+    /// `passes` as every view shows it: a leaf's own; a group passes when it has a
+    /// non-cancelled child and every non-cancelled child passes (seed 000).
+    pub fn passes(&self, t: &Task) -> bool {
+        self.by_id
+            .get(t.id())
+            .map_or(t.passes(), |&i| self.derived[i].1)
     }
 
     /// The task with this id.
@@ -229,11 +251,13 @@ impl<'a> TreeIndex<'a> {
         }
     }
 
-    /// Are all of a task's dependencies done? (An unknown dependency is not.)
+    /// Are all of a task's dependencies done (a group when its children are)? An unknown
+    /// dependency is not.
     pub fn deps_done(&self, t: &Task) -> bool {
         t.spec.depends_on.iter().all(|d| {
-            self.get(d)
-                .is_some_and(|x| x.status() == crate::model::Status::Done)
+            self.by_id
+                .get(d)
+                .is_some_and(|&i| self.derived[i].0 == Status::Done)
         })
     }
 
@@ -258,6 +282,44 @@ impl<'a> TreeIndex<'a> {
     pub(crate) fn position(&self, id: &TaskId) -> Option<usize> {
         self.by_id.get(id).copied()
     }
+}
+
+/// The status and `passes` of every task as views show them, children before parents:
+/// a leaf keeps its own; a group's come from its children (see [`TreeIndex::status`]).
+fn derive_groups(forest: &Forest, tasks: &[Task]) -> Vec<(Status, bool)> {
+    let mut out: Vec<(Status, bool)> = tasks.iter().map(|t| (t.status(), t.passes())).collect();
+    for &i in forest.preorder().iter().rev() {
+        let kids = &forest.children[i];
+        if kids.is_empty() {
+            continue;
+        }
+        let (mut counted, mut all_done, mut all_pass, mut stuck, mut started) =
+            (0usize, true, true, false, false);
+        for &c in kids {
+            let (status, passes) = out[c];
+            if status == Status::Cancelled {
+                continue;
+            }
+            counted += 1;
+            all_done &= status == Status::Done;
+            all_pass &= passes;
+            stuck |= status == Status::Stuck;
+            started |= status != Status::Pending;
+        }
+        let status = if counted == 0 {
+            Status::Cancelled
+        } else if all_done {
+            Status::Done
+        } else if stuck {
+            Status::Stuck
+        } else if started {
+            Status::Working
+        } else {
+            Status::Pending
+        };
+        out[i] = (status, counted > 0 && all_pass);
+    }
+    out
 }
 
 /// Every task depth-first in `(order, id)` order over the forest, roots sorted the same way.

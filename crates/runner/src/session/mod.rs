@@ -63,6 +63,17 @@ pub struct SessionSpec {
     /// [`TIMEOUT_EXIT_CODE`] is reported.
     #[serde(rename = "timeout_s", with = "seconds")]
     pub timeout: Duration,
+    /// How long a stopped session gets between TERM and KILL.
+    #[serde(
+        rename = "kill_after_s",
+        with = "seconds",
+        default = "default_kill_after"
+    )]
+    pub kill_after: Duration,
+}
+
+fn default_kill_after() -> Duration {
+    Duration::from_secs(5)
 }
 
 /// A [`Duration`] as whole seconds on the wire.
@@ -249,7 +260,7 @@ pub(crate) fn append_log(path: &Path) -> Result<File, SessionError> {
 
 /// Appends one line to a log, ignoring failure: it is only ever a note next to the
 /// session's own output, and the exit report matters more than the note.
-pub(crate) fn note(path: &Path, line: &str) {
+pub fn note(path: &Path, line: &str) {
     if let Ok(mut f) = OpenOptions::new().append(true).open(path) {
         let _ = writeln!(f, "{line}");
     }
@@ -285,25 +296,46 @@ pub fn report_exit(
         code,
         message,
     };
-    let out = Command::new(warden_exe)
-        .args(["task", "exited", task_id, "--session", session_id])
-        .arg("--exit-code")
-        .arg(code.to_string())
-        .env("WARDEN_DIR", project_root)
-        .current_dir(project_root)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| fail(format!("cannot run {}: {e}", warden_exe.display())))?;
-    if out.status.success() {
-        return Ok(());
+    // A conflict (exit 4: the task's lock held by a long guard, a busy store) is safe to
+    // retry; the report is worth waiting for, since the task waits on it.
+    let mut pause = Duration::from_millis(100);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let out = Command::new(warden_exe)
+            .args(["task", "exited", task_id, "--session", session_id])
+            .arg("--exit-code")
+            .arg(code.to_string())
+            .env("WARDEN_DIR", project_root)
+            .env(ACTOR_VAR, "runner")
+            .env_remove("WARDEN_ROLE")
+            .current_dir(project_root)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| fail(format!("cannot run {}: {e}", warden_exe.display())))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        if out.status.code() == Some(4) && attempt <= REPORT_RETRIES {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_secs(2));
+            continue;
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(fail(format!(
+            "{} ({})",
+            tail(stderr.trim(), 500),
+            exit_code_of(out.status)
+        )));
     }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    Err(fail(format!(
-        "{} ({})",
-        tail(stderr.trim(), 500),
-        exit_code_of(out.status)
-    )))
 }
+
+/// How many times an exit report is tried again after a conflict (about a minute).
+const REPORT_RETRIES: u32 = 40;
+
+/// The variable that makes Warden's own calls from a session host or a hook record the
+/// runner as their actor (they report for Warden, not for a person or the agent).
+pub const ACTOR_VAR: &str = "WARDEN_ACTOR";
 
 /// The shell convention: the exit code, or 128 + the signal that killed the process.
 pub(crate) fn exit_code_of(status: std::process::ExitStatus) -> i32 {

@@ -14,6 +14,7 @@ pub(crate) struct Life {
     exited: bool,
     timed_out: bool,
     killed: bool,
+    stopped: bool,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +62,14 @@ impl ProcessSession {
         }
     }
 
+    /// A handle that can stop the session from another thread.
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            pid: self.pid,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// Whether the session has ended and its exit report has run.
     pub fn is_finished(&self) -> bool {
         self.waiter.is_finished()
@@ -73,12 +82,49 @@ impl ProcessSession {
     }
 }
 
+/// Stops a process session from another thread: TERM first, KILL after.
+#[derive(Clone, Debug)]
+pub struct Stopper {
+    pid: u32,
+    shared: Arc<Shared>,
+}
+
+impl Stopper {
+    /// SIGTERM to the session's process group (unless it has exited).
+    pub fn terminate(&self) {
+        let mut life = self.shared.lock();
+        if !life.exited {
+            life.stopped = true;
+            crate::check::term_group(self.pid);
+        }
+    }
+
+    /// SIGKILL to the session's process group (unless it has exited).
+    pub fn kill(&self) {
+        let mut life = self.shared.lock();
+        if !life.exited {
+            life.killed = true;
+            kill_group(self.pid);
+        }
+    }
+}
+
+/// [`start_process_with`] without an exit file.
+pub fn start_process(spec: &SessionSpec) -> Result<ProcessSession, SessionError> {
+    start_process_with(spec, None)
+}
+
 /// Starts `spec.argv` (no shell) as a child in its own process group, in `spec.cwd`, with
 /// stdin from /dev/null and stdout and stderr appended to `spec.log_path`. A waiter thread
 /// blocks on the child's exit (no polling), kills the rest of its process group, and runs
 /// the exit report; a timer kills the group at `spec.timeout` and the report says 124.
-/// If this returns an error nothing was started and nothing is reported.
-pub fn start_process(spec: &SessionSpec) -> Result<ProcessSession, SessionError> {
+/// If this returns an error nothing was started and nothing is reported. The exit code is
+/// written to `exit_file` (when given) before the report runs, so a report that fails
+/// can be made again later with the real code.
+pub fn start_process_with(
+    spec: &SessionSpec,
+    exit_file: Option<&Path>,
+) -> Result<ProcessSession, SessionError> {
     check_ids(spec)?;
     let spec = absolutize(spec);
     let mut log = append_log(&spec.log_path)?;
@@ -133,6 +179,7 @@ pub fn start_process(spec: &SessionSpec) -> Result<ProcessSession, SessionError>
 
     let waiter_shared = Arc::clone(&shared);
     let session_id = spec.session_id.clone();
+    let exit_file = exit_file.map(Path::to_path_buf);
     let waiter = std::thread::Builder::new()
         .name(format!("warden-session-{}", spec.session_id))
         .spawn(move || {
@@ -148,11 +195,11 @@ pub fn start_process(spec: &SessionSpec) -> Result<ProcessSession, SessionError>
                     }
                 }
             }
-            let (timed_out, killed) = {
+            let (timed_out, killed, stopped) = {
                 let mut life = waiter_shared.lock();
                 life.exited = true;
                 kill_group(pid);
-                (life.timed_out, life.killed)
+                (life.timed_out, life.killed, life.stopped)
             };
             let status = child.wait();
             drop(exited_tx);
@@ -172,19 +219,33 @@ pub fn start_process(spec: &SessionSpec) -> Result<ProcessSession, SessionError>
                 );
             } else if killed {
                 note(&spec.log_path, &format!("--- session {sid} was killed ---"));
+            } else if stopped {
+                note(
+                    &spec.log_path,
+                    &format!("--- session {sid} was stopped ---"),
+                );
+            }
+            if let Some(f) = &exit_file {
+                let _ = std::fs::write(f, format!("{code}\n"));
             }
             note(
                 &spec.log_path,
                 &format!("--- session {sid} exited with code {code} ---"),
             );
-            if let Err(e) = report_exit(
+            match report_exit(
                 &spec.warden_exe,
                 &spec.project_root,
                 &spec.task_id,
                 sid,
                 code,
             ) {
-                note(&spec.log_path, &format!("--- {e} ---"));
+                // Reported: the recorded code has served its purpose.
+                Ok(()) => {
+                    if let Some(f) = &exit_file {
+                        let _ = std::fs::remove_file(f);
+                    }
+                }
+                Err(e) => note(&spec.log_path, &format!("--- {e} ---")),
             }
             code
         })

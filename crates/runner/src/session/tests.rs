@@ -25,7 +25,11 @@ fn quoting() {
     check(sh_quote, "", "''");
     check(format_escape, "#{x}#", "##{x}##");
     check(tmux_quote, r#"a "$b" \c"#, r#""a \"\$b\" \\c""#);
-    check(tmux_session_name, "a.b-c_d", "warden-a+b-c_d");
+    check(
+        tmux_session_name,
+        "a.b-c_d-worker-1",
+        "warden-a+b-c_d-worker-1",
+    );
 }
 
 #[test]
@@ -41,6 +45,7 @@ fn ids_are_checked() {
             warden_exe: "warden".into(),
             project_root: ".".into(),
             timeout: Duration::from_secs(1),
+            kill_after: Duration::from_secs(5),
         };
         assert_eq!(check_ids(&spec).is_ok(), ok, "{task:?} {session:?}");
     }

@@ -9,7 +9,7 @@ use super::*;
 /// One pane on Warden's tmux server (one per session).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TmuxPane {
-    /// The tmux session name (`warden-<task id>`, see [`tmux_session_name`]).
+    /// The tmux session name (`warden-<session id>`, see [`tmux_session_name`]).
     pub name: String,
     /// The task, as recorded when the session was started.
     pub task_id: Option<String>,
@@ -25,10 +25,11 @@ pub struct TmuxPane {
     pub pid: Option<u32>,
 }
 
-/// The tmux session name for a task: `warden-<task id>`, with `.` written as `+` because
-/// tmux does not allow `.` in session names (task ids never contain `+`).
-pub fn tmux_session_name(task_id: &str) -> String {
-    format!("warden-{}", task_id.replace('.', "+"))
+/// The tmux session name of one agent session: `warden-<session id>`, with `.` written as
+/// `+` because tmux does not allow `.` in session names (ids never contain `+`). One name
+/// per session, so a reviewer never waits for the name of its task's worker.
+pub fn tmux_session_name(session_id: &str) -> String {
+    format!("warden-{}", session_id.replace('.', "+"))
 }
 
 /// A target for a session's (only) window and pane; `=` asks for an exact name match,
@@ -160,8 +161,10 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
          [ -n \"$c\" ] || c=$((128 + #{{?pane_dead_signal,#{{pane_dead_signal}},0}})); \
          s={sid}; \
          printf '%s\\n' \"--- session $s exited with code $c ---\" >> {log}; \
-         WARDEN_DIR={root} {creds}{exe} task exited {task} --session \"$s\" --exit-code \"$c\" \
-         > /dev/null 2>> {log} || printf '%s\\n' \"--- exit report failed with code $? ---\" >> {log}",
+         n=0; while :; do \
+         WARDEN_DIR={root} WARDEN_ACTOR=runner {creds}{exe} task exited {task} --session \"$s\" --exit-code \"$c\" \
+         > /dev/null 2>> {log}; r=$?; [ $r -eq 4 ] && [ $n -lt 40 ] || break; n=$((n + 1)); sleep 1; done; \
+         [ $r -eq 0 ] || printf '%s\\n' \"--- exit report failed with code $r ---\" >> {log}",
         sid = shell_word(&spec.session_id),
         root = shell_word(utf8(&spec.project_root)?),
         exe = shell_word(utf8(&spec.warden_exe)?),
@@ -184,7 +187,7 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
     check_ids(spec)?;
     let spec = absolutize(spec);
     let socket = std::path::absolute(socket).unwrap_or_else(|_| socket.to_path_buf());
-    let name = tmux_session_name(&spec.task_id);
+    let name = tmux_session_name(&spec.session_id);
     let sock_str = || socket.display().to_string();
     if let Some(dir) = socket.parent() {
         std::fs::create_dir_all(dir).map_err(|e| SessionError::Tmux {
@@ -403,6 +406,19 @@ pub fn tmux_kill(socket: &Path, name: &str) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// Asks a live session to stop: SIGTERM to its pane's process group. The pane stays,
+/// dead, and the hook reports the end (143); [`tmux_kill`] follows if it does not end.
+pub fn tmux_terminate(socket: &Path, name: &str) -> Result<(), SessionError> {
+    if let Some(pid) = tmux_list(socket)?
+        .into_iter()
+        .find(|p| p.name == name)
+        .and_then(|p| p.pid)
+    {
+        crate::check::term_group(pid);
+    }
+    Ok(())
+}
+
 /// Ends a live session for running past its timeout: marks it so its exit is reported as
 /// 124, then kills it like [`tmux_kill`].
 pub fn tmux_expire(socket: &Path, name: &str) -> Result<(), SessionError> {
@@ -429,6 +445,14 @@ pub fn tmux_remove(socket: &Path, name: &str) -> Result<(), SessionError> {
         {
             Ok(())
         }
+        other => other.map(|_| ()),
+    }
+}
+
+/// Ends Warden's tmux server (with whatever panes it still has).
+pub fn tmux_kill_server(socket: &Path) -> Result<(), SessionError> {
+    match run_tmux(socket, "kill-server", &["kill-server"]) {
+        Err(e) if no_server(&e) => Ok(()),
         other => other.map(|_| ()),
     }
 }

@@ -54,7 +54,7 @@ impl Step<'_> {
     /// Performs `action` for task `id`.
     pub(super) fn perform(&mut self, id: &TaskId, action: &Action) -> Result<Done, EngineError> {
         let shown = self.eng().task_file_shown(id);
-        let ctx = |eng: &Engine| eng.ctx(&shown).clone();
+        let ctx = |eng: &Engine| eng.ctx(&shown);
         match action {
             Action::Idle | Action::Wait { .. } | Action::Busy => Ok(None),
             Action::Start => {

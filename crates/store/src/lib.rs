@@ -263,6 +263,37 @@ impl From<StoreError> for Failure {
     }
 }
 
+/// A schema migration of either backend.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Migration {
+    /// SQL run as it is.
+    Sql(&'static str),
+    /// The task rows rebuilt from the event log, for a change of the fold
+    /// (`warden_core::event::apply`): rows are a materialised view of the log, and
+    /// `warden check` must keep finding them equal to it.
+    Refold,
+}
+
+impl Migration {
+    /// The SQL of an SQL migration (tests build old schemas from it).
+    #[cfg(test)]
+    pub(crate) fn sql(&self) -> &'static str {
+        match self {
+            Migration::Sql(s) => s,
+            Migration::Refold => "",
+        }
+    }
+}
+
+/// The tasks a log folds into, for a refold migration; a log that does not fold (a
+/// damaged store) leaves the rows as they are, for `warden check` to report.
+pub(crate) fn refolded(events: &[Event]) -> Vec<Task> {
+    match warden_core::event::replay(events) {
+        Ok(tasks) => tasks.into_values().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Opens the store a workspace is configured for.
 pub fn open(ws: &Workspace, config: &Config) -> Result<Box<dyn Store>, OpenError> {
     let url = config.store_url();

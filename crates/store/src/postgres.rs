@@ -19,14 +19,15 @@ use warden_core::event::Event;
 use warden_core::memory::Memory;
 use warden_core::model::{Task, TaskId};
 
+use crate::Migration;
 use crate::memory_rows::{AllMemory, push_item};
 use crate::{Batch, Lease, Store, StoreError, redact_url};
 
 /// Schema migrations, applied in order; `warden_schema` holds the numbers applied.
-const MIGRATIONS: &[&str] = &[
+const MIGRATIONS: &[Migration] = &[
     // 1: tasks, events, memory, idempotency keys, leases, and the change counter.
     // Text keys use the "C" collation so rows sort by bytes, as SQLite sorts them.
-    "CREATE TABLE tasks (
+    Migration::Sql("CREATE TABLE tasks (
         id text COLLATE \"C\" PRIMARY KEY,
         status text NOT NULL,
         version bigint NOT NULL,
@@ -61,10 +62,10 @@ const MIGRATIONS: &[&str] = &[
         one boolean PRIMARY KEY DEFAULT true CHECK (one),
         version bigint NOT NULL
     );
-    INSERT INTO changes (version) VALUES (0);",
+    INSERT INTO changes (version) VALUES (0);"),
     // 2: memory as one row per item (as SQLite's migration 3): a merge inserts its
     // items instead of rewriting the whole memory.
-    "CREATE TABLE memory_items (
+    Migration::Sql("CREATE TABLE memory_items (
         task text COLLATE \"C\" NOT NULL,
         list integer NOT NULL,
         seq bigint NOT NULL,
@@ -84,7 +85,9 @@ const MIGRATIONS: &[&str] = &[
             WITH ORDINALITY AS j (value, ord);
     INSERT INTO memory_focus (task, text)
         SELECT task, coalesce(body::jsonb ->> 'next_focus', '') FROM memory;
-    DROP TABLE memory;",
+    DROP TABLE memory;"),
+    // 3: the rows rebuilt from the log because the fold changed (as SQLite's 4).
+    Migration::Refold,
 ];
 
 /// The `LISTEN`/`NOTIFY` channel every commit signals.
@@ -268,8 +271,40 @@ impl PgStore {
                 known,
             });
         }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-            tx.batch_execute(sql).map_err(|e| self.err(e))?;
+        for (i, m) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            match m {
+                Migration::Sql(sql) => tx.batch_execute(sql).map_err(|e| self.err(e))?,
+                Migration::Refold => {
+                    let rows = tx
+                        .query(
+                            "SELECT seq, at, task, version, actor, body FROM events ORDER BY seq",
+                            &[],
+                        )
+                        .map_err(|e| self.err(e))?;
+                    let events = rows
+                        .iter()
+                        .map(|r| {
+                            crate::sqlite::decode_event(
+                                r.get(0),
+                                r.get(1),
+                                r.get(2),
+                                r.get(3),
+                                r.get(4),
+                                r.get(5),
+                            )
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    for t in crate::refolded(&events) {
+                        let body = serde_json::to_string(&t)
+                            .map_err(|e| StoreError::Db(e.to_string()))?;
+                        tx.execute(
+                            "UPDATE tasks SET status = $2, version = $3, body = $4 WHERE id = $1",
+                            &[&t.id().as_str(), &t.status().as_str(), &(t.version() as i64), &body],
+                        )
+                        .map_err(|e| self.err(e))?;
+                    }
+                }
+            }
             tx.execute(
                 "INSERT INTO warden_schema (version) VALUES ($1)",
                 &[&(i as i32 + 1)],
@@ -1045,7 +1080,7 @@ mod tests {
         {
             let mut c = Client::connect(&db.url, postgres::NoTls).unwrap();
             let mut tx = c.transaction().unwrap();
-            tx.batch_execute(MIGRATIONS[0]).unwrap();
+            tx.batch_execute(MIGRATIONS[0].sql()).unwrap();
             tx.batch_execute(
                 "CREATE TABLE warden_schema (version integer PRIMARY KEY);
                  INSERT INTO warden_schema VALUES (1);",

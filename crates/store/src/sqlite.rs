@@ -11,6 +11,7 @@ use warden_core::event::{Event, EventKind};
 use warden_core::memory::{self, Memory, MemoryAppend};
 use warden_core::model::{Task, TaskId};
 
+use crate::Migration;
 use crate::memory_rows::{AllMemory, push_item};
 use crate::{Batch, Lease, Store, StoreError, failpoint};
 
@@ -18,9 +19,9 @@ use crate::{Batch, Lease, Store, StoreError, failpoint};
 const WAL_TRUNCATE_BYTES: u64 = 256 << 10;
 
 /// Schema migrations, applied in order; `PRAGMA user_version` is the number applied.
-const MIGRATIONS: &[&str] = &[
+const MIGRATIONS: &[Migration] = &[
     // 1: tasks, events, memory, idempotency keys, leases.
-    "CREATE TABLE tasks (
+    Migration::Sql("CREATE TABLE tasks (
         id TEXT PRIMARY KEY,
         status TEXT NOT NULL,
         version INTEGER NOT NULL,
@@ -50,11 +51,11 @@ const MIGRATIONS: &[&str] = &[
         owner TEXT NOT NULL,
         epoch INTEGER NOT NULL,
         expires_at TEXT NOT NULL
-    ) STRICT;",
+    ) STRICT;"),
     // 2: events without AUTOINCREMENT. Events are never deleted, so `seq` = the largest
     // rowid + 1 is just as monotonic, and a commit no longer rewrites the
     // `sqlite_sequence` page: one WAL page (about 4 KiB to fsync) less per write.
-    "CREATE TABLE events_v2 (
+    Migration::Sql("CREATE TABLE events_v2 (
         seq INTEGER PRIMARY KEY,
         at TEXT NOT NULL,
         task TEXT NOT NULL,
@@ -68,12 +69,12 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE events;
     ALTER TABLE events_v2 RENAME TO events;
     CREATE INDEX events_by_task ON events (task, seq);
-    DELETE FROM sqlite_sequence WHERE name = 'events';",
+    DELETE FROM sqlite_sequence WHERE name = 'events';"),
     // 3: memory as one row per item instead of one JSON row per task. A merge used to
     // rewrite the whole memory (a long one spans overflow pages, each another WAL page
     // to write and fsync); now it inserts its items into one leaf page, whatever the
     // memory's length. `memory_focus` has a row for every task that has memory.
-    "CREATE TABLE memory_items (
+    Migration::Sql("CREATE TABLE memory_items (
         task TEXT NOT NULL,
         list INTEGER NOT NULL,
         seq INTEGER NOT NULL,
@@ -93,7 +94,11 @@ const MIGRATIONS: &[&str] = &[
         JOIN json_each(m.body, '$.' || l.name) j;
     INSERT INTO memory_focus (task, text)
         SELECT task, coalesce(json_extract(body, '$.next_focus'), '') FROM memory;
-    DROP TABLE memory;",
+    DROP TABLE memory;"),
+    // 4: the rows rebuilt from the log, because the fold changed (sessions stay recorded
+    // until their end is reported; passes describes the current attempt; new fields of
+    // runner state). The rows are a materialised view of the log, so this is exact.
+    Migration::Refold,
 ];
 
 /// A SQLite-backed [`Store`].
@@ -240,8 +245,25 @@ impl SqliteStore {
         let current: i64 = tx
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(|e| self.err(e))?;
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-            tx.execute_batch(sql).map_err(|e| self.err(e))?;
+        for (i, m) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            match m {
+                Migration::Sql(sql) => tx.execute_batch(sql).map_err(|e| self.err(e))?,
+                Migration::Refold => {
+                    let events = self.read_events(
+                        "SELECT seq, at, task, version, actor, body FROM events ORDER BY seq",
+                        &[],
+                    )?;
+                    for t in crate::refolded(&events) {
+                        let body = serde_json::to_string(&t)
+                            .map_err(|e| StoreError::Db(e.to_string()))?;
+                        tx.execute(
+                            "UPDATE tasks SET status = ?2, version = ?3, body = ?4 WHERE id = ?1",
+                            params![t.id().as_str(), t.status().as_str(), t.version() as i64, body],
+                        )
+                        .map_err(|e| self.err(e))?;
+                    }
+                }
+            }
             tx.pragma_update(None, "user_version", (i + 1) as i64)
                 .map_err(|e| self.err(e))?;
         }
@@ -866,8 +888,8 @@ mod tests {
         let old = crate::memory_rows::migration_sample();
         {
             let c = Connection::open(&path).unwrap();
-            c.execute_batch(MIGRATIONS[0]).unwrap();
-            c.execute_batch(MIGRATIONS[1]).unwrap();
+            c.execute_batch(MIGRATIONS[0].sql()).unwrap();
+            c.execute_batch(MIGRATIONS[1].sql()).unwrap();
             c.pragma_update(None, "user_version", 2).unwrap();
             let body = serde_json::to_string(&old).unwrap();
             c.execute(
@@ -883,6 +905,48 @@ mod tests {
     }
 
     #[test]
+    fn version_3_rows_are_rebuilt_from_the_log() {
+        let (dir, s) = temp_db();
+        let path = dir.join("warden.db");
+        drop(s);
+        std::fs::remove_file(&path).unwrap();
+        let _ = std::fs::remove_file(wal_path(&path));
+        {
+            let c = Connection::open(&path).unwrap();
+            for m in &MIGRATIONS[..3] {
+                c.execute_batch(m.sql()).unwrap();
+            }
+            c.pragma_update(None, "user_version", 3).unwrap();
+            drop(c);
+            let s3 = SqliteStore {
+                conn: Connection::open(&path).unwrap(),
+                path: path.clone(),
+                unsynced: std::cell::Cell::new(false),
+            };
+            s3.commit(Batch {
+                changes: vec![created("a")],
+                ..Default::default()
+            })
+            .unwrap();
+            // A row the old fold wrote differently from today's.
+            s3.conn
+                .execute(
+                    "UPDATE tasks SET body = replace(body, '\"passes\":false', '\"passes\":true')",
+                    [],
+                )
+                .unwrap();
+            assert!(s3.get(&TaskId::new("a").unwrap()).unwrap().unwrap().passes());
+        }
+        let s = SqliteStore::open(&path, 5000).unwrap();
+        let t = s.get(&TaskId::new("a").unwrap()).unwrap().unwrap();
+        let replayed = warden_core::event::replay(&s.events(None).unwrap()).unwrap();
+        assert_eq!(Some(&t), replayed.get(t.id()), "the row is the log's fold again");
+        assert!(!t.passes());
+        drop(s);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn version_1_database_upgrades_keeping_every_event() {
         let (dir, s) = temp_db();
         let path = dir.join("warden.db");
@@ -892,7 +956,7 @@ mod tests {
         // A version-1 database with two events written the old way.
         {
             let c = Connection::open(&path).unwrap();
-            c.execute_batch(MIGRATIONS[0]).unwrap();
+            c.execute_batch(MIGRATIONS[0].sql()).unwrap();
             c.pragma_update(None, "user_version", 1).unwrap();
             drop(c);
             let s1 = SqliteStore {

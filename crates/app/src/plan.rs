@@ -202,8 +202,24 @@ impl App {
                 &self.eng.config.limits,
             )
             .map_err(Failure::from)?;
-            let changes =
-                plan_ops::plan_applied(prev, &update, &req.selected, &self.ctx(&req.source))?;
+            // Reaching done goes through merge-ri on every path: the work of a task the
+            // apply finishes reaches the base branch (idempotent when decided again).
+            let mut merged = std::collections::BTreeMap::new();
+            for (id, _, to) in &update.lifecycle {
+                if *to == warden_core::model::Status::Done
+                    && let Some(t) = prev.iter().find(|t| t.id() == id)
+                {
+                    let r = warden_runner::pipeline::merge_ri(&self.eng, t);
+                    merged.insert(id.clone(), (r.status, r.detail));
+                }
+            }
+            let changes = plan_ops::plan_applied(
+                prev,
+                &update,
+                &req.selected,
+                &merged,
+                &self.ctx(&req.source),
+            )?;
             summary = Some(update.summary());
             Ok(Batch {
                 changes,

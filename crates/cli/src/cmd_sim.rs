@@ -17,6 +17,11 @@
 //! | `fail-always` | `good`                                   | FAIL every round    |
 //! | `no-artifact` | exits 0 without writing anything         | exits 0             |
 //! | `hang`        | sleeps until killed                      | sleeps              |
+//! | `linger`      | `good`, then edits `late.txt` 2 s later and exits | `PASS`     |
+//! | `linger-forever` | `good`, then keeps running until killed | `PASS`            |
+//!
+//! A heal session (its prompt says a phase failed) writes `fixed.txt` and exits. Every
+//! session writes its pid to `.sim-pid-<role>` beside TASK.md, so a test can see it end.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -93,6 +98,15 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
         .or_else(|| find_token(&prompt).or_else(|| find_token(&body)))
         .unwrap_or_else(|| "good".into());
     eprintln!("agent-sim: task {id}, role {role}, scenario {scenario}");
+    let _ = std::fs::write(
+        task_file.with_file_name(format!(".sim-pid-{role}")),
+        std::process::id().to_string(),
+    );
+    if prompt.contains("phase failed. Fix the cause") {
+        eprintln!("agent-sim: healing");
+        let _ = std::fs::write("fixed.txt", "fixed\n");
+        return Ok(());
+    }
     if a.silent_reviewer && role == "reviewer" {
         return Ok(());
     }
@@ -117,6 +131,17 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
                 return Ok(());
             }
             let code = warden(&["task", "complete", &id])?;
+            match s {
+                // Goes on after its hand-off: an edit the reviewer must still see.
+                "linger" => {
+                    std::thread::sleep(std::time::Duration::from_secs(2));
+                    let _ = std::fs::write("late.txt", format!("late work of {id}\n"));
+                }
+                "linger-forever" => loop {
+                    std::thread::sleep(std::time::Duration::from_secs(3600));
+                },
+                _ => {}
+            }
             std::process::exit(code);
         }
         ("reviewer", s) => {

@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn bin() -> &'static Path {
+pub(crate) fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_warden"))
 }
 
 static N: AtomicUsize = AtomicUsize::new(0);
 
-struct Project {
-    root: PathBuf,
+pub(crate) struct Project {
+    pub(crate) root: PathBuf,
     /// Extra environment for every `warden` this test runs.
-    env: Vec<(&'static str, String)>,
+    pub(crate) env: Vec<(&'static str, String)>,
 }
 
 impl Drop for Project {
@@ -35,7 +35,7 @@ impl Drop for Project {
     }
 }
 
-fn git(root: &Path, args: &[&str]) -> String {
+pub(crate) fn git(root: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
         .args(args)
         .current_dir(root)
@@ -56,7 +56,7 @@ fn git(root: &Path, args: &[&str]) -> String {
 impl Project {
     /// A git repository with one commit, the person's own uncommitted and untracked
     /// files, and a Warden workspace whose agent is the simulated one.
-    fn new(session: &str) -> Project {
+    pub(crate) fn new(session: &str) -> Project {
         let root = std::env::temp_dir().join(format!(
             "warden-e2e-{}-{}",
             std::process::id(),
@@ -92,7 +92,7 @@ impl Project {
         p
     }
 
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
         c.args(args).current_dir(&self.root).env("NO_COLOR", "1");
         for v in [
@@ -109,11 +109,11 @@ impl Project {
         c
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().unwrap()
     }
 
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
         assert!(
             o.status.success(),
@@ -124,24 +124,24 @@ impl Project {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
-    fn json(&self, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, args: &[&str]) -> Value {
         let mut a = vec!["--json"];
         a.extend_from_slice(args);
         serde_json::from_str(&self.ok(&a)).unwrap()
     }
 
-    fn task(&self, id: &str) -> Value {
+    pub(crate) fn task(&self, id: &str) -> Value {
         self.json(&["task", "show", id])
     }
 
-    fn import(&self, plan: &str) {
+    pub(crate) fn import(&self, plan: &str) {
         std::fs::write(self.root.join(".warden/plan.json"), plan).unwrap();
         self.ok(&["plan", "import", ".warden/plan.json"]);
     }
 
     /// Runs the supervisor until idle; returns its exit code, which is one of the
     /// documented ones (0 all done, 6 waiting for a person, 7 stuck, dead or blocked).
-    fn until_idle(&self) -> i32 {
+    pub(crate) fn until_idle(&self) -> i32 {
         let o = self.run(&["run", "--until-idle", "--max-parallel", "4"]);
         let code = o.status.code().unwrap_or(-1);
         assert!(
@@ -154,7 +154,7 @@ impl Project {
     }
 
     /// Runs the supervisor, approving what reaches `reviewing`, until nothing changes.
-    fn run_to_end(&self) {
+    pub(crate) fn run_to_end(&self) {
         for _ in 0..10 {
             self.until_idle();
             let tasks = self.json(&["task", "list"]);
@@ -175,11 +175,11 @@ impl Project {
         panic!("the plan did not settle in 10 passes");
     }
 
-    fn check(&self) {
+    pub(crate) fn check(&self) {
         self.ok(&["check"]);
     }
 
-    fn person_files_intact(&self) {
+    pub(crate) fn person_files_intact(&self) {
         assert_eq!(
             std::fs::read_to_string(self.root.join("README.md")).unwrap(),
             "# app\n\nperson's work in progress\n"

@@ -14,3 +14,4 @@ mod mcp;
 mod pg_runners;
 mod run_e2e;
 mod storage_faults;
+mod supervisor;

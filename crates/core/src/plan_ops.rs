@@ -14,11 +14,14 @@ use crate::tree::TreeUpdate;
 /// The reason recorded on lifecycle moves made by `plan apply`.
 pub const REASON_PLAN_APPLY: &str = "plan apply";
 
-/// One change per task the reconciled tree touches, in id order.
+/// One change per task the reconciled tree touches, in id order. `merged` holds the
+/// merge-ri result of every task the apply moves to `done` (the caller ran it: reaching
+/// `done` goes through merge-ri on every path).
 pub fn plan_applied(
     prev: &[Task],
     update: &TreeUpdate,
     selected: &TaskId,
+    merged: &BTreeMap<TaskId, (crate::model::PhaseStatus, Option<String>)>,
     ctx: &Ctx<'_>,
 ) -> Result<Vec<Change>, Refusal> {
     let before: BTreeMap<&TaskId, &Task> = prev.iter().map(|t| (t.id(), t)).collect();
@@ -54,6 +57,22 @@ pub fn plan_applied(
                 }
                 for (lid, from, to) in &update.lifecycle {
                     if lid == id {
+                        if *to == Status::Done
+                            && let Some((status, detail)) = merged.get(id)
+                        {
+                            if *status == crate::model::PhaseStatus::Failed {
+                                return Err(Refusal::PhaseFailed {
+                                    phase: crate::model::Phase::MergeRi,
+                                    detail: detail.clone().unwrap_or_default(),
+                                    status: *from,
+                                });
+                            }
+                            k.push(EventKind::PhaseChanged {
+                                phase: crate::model::Phase::MergeRi,
+                                status: *status,
+                                detail: detail.clone(),
+                            });
+                        }
                         k.push(EventKind::StatusChanged {
                             from: *from,
                             to: *to,

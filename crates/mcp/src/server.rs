@@ -359,6 +359,7 @@ impl WardenServer {
                 PromptKind::Reviewer => "the review agent of a task in agent-review",
                 PromptKind::Clarification => "an agent waiting for a person's answer",
                 PromptKind::StuckRespawn => "an agent resuming a stuck task",
+                PromptKind::Direct => "the agent of a direct task (no review; the checks decide)",
             };
             v.push(Prompt::new(
                 k.as_str(),

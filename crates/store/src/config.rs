@@ -103,6 +103,10 @@ max_attempts = 3
 crash_threshold = 2
 max_review_rounds = 2
 phase_timeout_s = 3600
+handoff_grace_s = 30       # a worker may go on this long after its hand-off, then it is stopped
+kill_after_s = 5           # a stopped session gets this long between TERM and KILL
+retry_backoff_s = 2        # wait before the 2nd attempt of shell/process work; doubles after
+retry_backoff_max_s = 300
 
 [memory]
 max_history = 3

@@ -23,6 +23,9 @@ use crate::{Batch, Config, Fence, OpenError, Store, StoreError, Workspace};
 /// with exit 4.
 const CONFLICT_RETRIES: usize = 50;
 
+/// The `conflict-once` failpoint has fired in this process.
+static CONFLICTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Anything that can stop an engine operation. Every variant becomes a [`Failure`] (with
 /// its documented exit code) in one place: `From<EngineError> for Failure`.
 #[derive(Debug, thiserror::Error)]
@@ -334,7 +337,20 @@ impl Engine {
                 request: request_row,
                 fence: fence.clone(),
             };
-            match self.store.commit_unsynced(batch) {
+            // The crash matrix's stand-in for a concurrent writer: the first commit of
+            // this process loses a race (debug builds only).
+            let committed = if crate::failpoint::armed("conflict-once")
+                && !CONFLICTED.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                Err(StoreError::Conflict {
+                    task: id.to_string(),
+                    expected: task.version(),
+                    found: task.version() + 1,
+                })
+            } else {
+                self.store.commit_unsynced(batch)
+            };
+            match committed {
                 Ok(_) => {
                     crate::failpoint::hit("after-commit");
                     crate::failpoint::hit("after-commit-exit");
@@ -568,6 +584,10 @@ impl Engine {
         };
         let mem = self.store.memory(t.id())?.unwrap_or_default();
         let mut instructions = prompt::default_instructions(t);
+        if let Some(f) = t.feedback() {
+            instructions.push_str("\n\nA person sent the work back after reviewing it: ");
+            instructions.push_str(f);
+        }
         if let Some(x) = extra {
             instructions.push_str("\n\n");
             instructions.push_str(x);

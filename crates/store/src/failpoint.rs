@@ -15,6 +15,11 @@ pub const ALL: &[&str] = &[
     "before-sync",
 ];
 
+/// Failpoints that change what happens instead of stopping the process:
+/// `conflict-once` makes the first commit of a write lose a race, as if another writer
+/// had changed the task in between.
+pub const BEHAVIOURS: &[&str] = &["conflict-once"];
+
 /// Stops the process here if `WARDEN_FAILPOINT` names this point.
 #[inline]
 pub fn hit(name: &str) {

@@ -27,7 +27,8 @@ use crate::{Batch, Lease, Store, StoreError, redact_url};
 const MIGRATIONS: &[Migration] = &[
     // 1: tasks, events, memory, idempotency keys, leases, and the change counter.
     // Text keys use the "C" collation so rows sort by bytes, as SQLite sorts them.
-    Migration::Sql("CREATE TABLE tasks (
+    Migration::Sql(
+        "CREATE TABLE tasks (
         id text COLLATE \"C\" PRIMARY KEY,
         status text NOT NULL,
         version bigint NOT NULL,
@@ -62,10 +63,12 @@ const MIGRATIONS: &[Migration] = &[
         one boolean PRIMARY KEY DEFAULT true CHECK (one),
         version bigint NOT NULL
     );
-    INSERT INTO changes (version) VALUES (0);"),
+    INSERT INTO changes (version) VALUES (0);",
+    ),
     // 2: memory as one row per item (as SQLite's migration 3): a merge inserts its
     // items instead of rewriting the whole memory.
-    Migration::Sql("CREATE TABLE memory_items (
+    Migration::Sql(
+        "CREATE TABLE memory_items (
         task text COLLATE \"C\" NOT NULL,
         list integer NOT NULL,
         seq bigint NOT NULL,
@@ -85,7 +88,8 @@ const MIGRATIONS: &[Migration] = &[
             WITH ORDINALITY AS j (value, ord);
     INSERT INTO memory_focus (task, text)
         SELECT task, coalesce(body::jsonb ->> 'next_focus', '') FROM memory;
-    DROP TABLE memory;"),
+    DROP TABLE memory;",
+    ),
     // 3: the rows rebuilt from the log because the fold changed (as SQLite's 4).
     Migration::Refold,
 ];
@@ -295,11 +299,16 @@ impl PgStore {
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     for t in crate::refolded(&events) {
-                        let body = serde_json::to_string(&t)
-                            .map_err(|e| StoreError::Db(e.to_string()))?;
+                        let body =
+                            serde_json::to_string(&t).map_err(|e| StoreError::Db(e.to_string()))?;
                         tx.execute(
                             "UPDATE tasks SET status = $2, version = $3, body = $4 WHERE id = $1",
-                            &[&t.id().as_str(), &t.status().as_str(), &(t.version() as i64), &body],
+                            &[
+                                &t.id().as_str(),
+                                &t.status().as_str(),
+                                &(t.version() as i64),
+                                &body,
+                            ],
                         )
                         .map_err(|e| self.err(e))?;
                     }

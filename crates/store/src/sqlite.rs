@@ -21,7 +21,8 @@ const WAL_TRUNCATE_BYTES: u64 = 256 << 10;
 /// Schema migrations, applied in order; `PRAGMA user_version` is the number applied.
 const MIGRATIONS: &[Migration] = &[
     // 1: tasks, events, memory, idempotency keys, leases.
-    Migration::Sql("CREATE TABLE tasks (
+    Migration::Sql(
+        "CREATE TABLE tasks (
         id TEXT PRIMARY KEY,
         status TEXT NOT NULL,
         version INTEGER NOT NULL,
@@ -51,11 +52,13 @@ const MIGRATIONS: &[Migration] = &[
         owner TEXT NOT NULL,
         epoch INTEGER NOT NULL,
         expires_at TEXT NOT NULL
-    ) STRICT;"),
+    ) STRICT;",
+    ),
     // 2: events without AUTOINCREMENT. Events are never deleted, so `seq` = the largest
     // rowid + 1 is just as monotonic, and a commit no longer rewrites the
     // `sqlite_sequence` page: one WAL page (about 4 KiB to fsync) less per write.
-    Migration::Sql("CREATE TABLE events_v2 (
+    Migration::Sql(
+        "CREATE TABLE events_v2 (
         seq INTEGER PRIMARY KEY,
         at TEXT NOT NULL,
         task TEXT NOT NULL,
@@ -69,12 +72,14 @@ const MIGRATIONS: &[Migration] = &[
     DROP TABLE events;
     ALTER TABLE events_v2 RENAME TO events;
     CREATE INDEX events_by_task ON events (task, seq);
-    DELETE FROM sqlite_sequence WHERE name = 'events';"),
+    DELETE FROM sqlite_sequence WHERE name = 'events';",
+    ),
     // 3: memory as one row per item instead of one JSON row per task. A merge used to
     // rewrite the whole memory (a long one spans overflow pages, each another WAL page
     // to write and fsync); now it inserts its items into one leaf page, whatever the
     // memory's length. `memory_focus` has a row for every task that has memory.
-    Migration::Sql("CREATE TABLE memory_items (
+    Migration::Sql(
+        "CREATE TABLE memory_items (
         task TEXT NOT NULL,
         list INTEGER NOT NULL,
         seq INTEGER NOT NULL,
@@ -94,7 +99,8 @@ const MIGRATIONS: &[Migration] = &[
         JOIN json_each(m.body, '$.' || l.name) j;
     INSERT INTO memory_focus (task, text)
         SELECT task, coalesce(json_extract(body, '$.next_focus'), '') FROM memory;
-    DROP TABLE memory;"),
+    DROP TABLE memory;",
+    ),
     // 4: the rows rebuilt from the log, because the fold changed (sessions stay recorded
     // until their end is reported; passes describes the current attempt; new fields of
     // runner state). The rows are a materialised view of the log, so this is exact.
@@ -254,11 +260,16 @@ impl SqliteStore {
                         &[],
                     )?;
                     for t in crate::refolded(&events) {
-                        let body = serde_json::to_string(&t)
-                            .map_err(|e| StoreError::Db(e.to_string()))?;
+                        let body =
+                            serde_json::to_string(&t).map_err(|e| StoreError::Db(e.to_string()))?;
                         tx.execute(
                             "UPDATE tasks SET status = ?2, version = ?3, body = ?4 WHERE id = ?1",
-                            params![t.id().as_str(), t.status().as_str(), t.version() as i64, body],
+                            params![
+                                t.id().as_str(),
+                                t.status().as_str(),
+                                t.version() as i64,
+                                body
+                            ],
                         )
                         .map_err(|e| self.err(e))?;
                     }
@@ -935,12 +946,21 @@ mod tests {
                     [],
                 )
                 .unwrap();
-            assert!(s3.get(&TaskId::new("a").unwrap()).unwrap().unwrap().passes());
+            assert!(
+                s3.get(&TaskId::new("a").unwrap())
+                    .unwrap()
+                    .unwrap()
+                    .passes()
+            );
         }
         let s = SqliteStore::open(&path, 5000).unwrap();
         let t = s.get(&TaskId::new("a").unwrap()).unwrap().unwrap();
         let replayed = warden_core::event::replay(&s.events(None).unwrap()).unwrap();
-        assert_eq!(Some(&t), replayed.get(t.id()), "the row is the log's fold again");
+        assert_eq!(
+            Some(&t),
+            replayed.get(t.id()),
+            "the row is the log's fold again"
+        );
         assert!(!t.passes());
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();

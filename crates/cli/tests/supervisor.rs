@@ -1,0 +1,520 @@
+//! The supervisor's contract through the real binary, with real processes, git and tmux:
+//! one regression test per failure found in the first wave (the numbers are the
+//! issue's), each of which failed on the code before the scheduler.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::run_e2e::{Project, git};
+
+impl Project {
+    /// Sets `[limits]` keys in warden.toml.
+    fn limits(&self, pairs: &[(&str, &str)]) {
+        let cfg = self.root.join(".warden/warden.toml");
+        let mut text = std::fs::read_to_string(&cfg).unwrap();
+        for (k, v) in pairs {
+            let start = text
+                .find(&format!("\n{k} = "))
+                .unwrap_or_else(|| panic!("{k} is not in warden.toml"))
+                + 1;
+            let end = start + text[start..].find('\n').unwrap();
+            text.replace_range(start..end, &format!("{k} = {v}"));
+        }
+        std::fs::write(&cfg, text).unwrap();
+    }
+
+    /// The events of one task, oldest first.
+    fn events(&self, id: &str) -> Vec<Value> {
+        let o = self.ok(&["--json", "history", id]);
+        o.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// `warden run` in the background.
+    fn spawn_run(&self) -> Child {
+        let mut c = self.cmd(&["run", "--max-parallel", "4"]);
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+        c.spawn().unwrap()
+    }
+
+    /// Waits until `cond` holds on the task, checking the store (not a clock); fails
+    /// after `secs`.
+    fn wait_task(&self, id: &str, secs: u64, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let t = self.task(id);
+            if cond(&t) {
+                return t;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{id}: {what} did not happen: {t}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The pid the simulated agent of `role` wrote.
+    fn agent_pid(&self, id: &str, role: &str) -> u32 {
+        let f = self
+            .root
+            .join(format!(".warden/tasks/{id}/.sim-pid-{role}"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(pid) = std::fs::read_to_string(&f)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "no agent pid in {}", f.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // Signal 0 to a zombie succeeds too; /proc tells a zombie apart.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
+}
+
+/// Waits for a process to end; fails after `secs`.
+fn wait_gone(pid: u32, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} is still alive after {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stop(mut run: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &run.id().to_string()])
+        .status();
+    let _ = run.wait();
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+fn position(events: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    events
+        .iter()
+        .position(pred)
+        .unwrap_or_else(|| panic!("no such event in {:#?}", kinds(events)))
+}
+
+/// 1. The reviewer starts only after the worker has ended, and what the worker wrote
+/// after its hand-off is committed and merged.
+fn reviewer_waits_for_the_worker(session: &str) {
+    let p = Project::new(session);
+    p.import(r#"{"tasks": [{"id": "t", "agent": "build it (sim:linger)"}]}"#);
+    assert_eq!(p.until_idle(), 6, "waits for the person's review");
+    let ev = p.events("t");
+    let worker_end = position(&ev, |e| {
+        e["type"] == "session.exited" && e["data"]["session"] == "t-worker-1"
+    });
+    let reviewer = position(&ev, |e| {
+        e["type"] == "agent.spawned" && e["data"]["role"] == "reviewer"
+    });
+    assert!(
+        worker_end < reviewer,
+        "the reviewer started while the worker lived: {:?}",
+        kinds(&ev)
+    );
+    assert_eq!(ev[worker_end]["data"]["disposition"], "stale");
+    assert!(
+        !kinds(&ev).contains(&"agent.crashed".to_owned()),
+        "no crash"
+    );
+    // The late edit is on the branch before the review, and merged by the approval.
+    assert_eq!(
+        git(&p.root, &["show", "warden/t:late.txt"]),
+        "late work of t\n"
+    );
+    p.ok(&["task", "update", "t", "--status", "done"]);
+    assert_eq!(git(&p.root, &["show", "main:late.txt"]), "late work of t\n");
+    assert_eq!(
+        git(&p.root, &["show", "main:t.txt"]),
+        "work of t, session 1\n"
+    );
+    p.person_files_intact();
+    p.check();
+}
+
+#[test]
+fn the_reviewer_waits_for_the_worker_in_process_sessions() {
+    reviewer_waits_for_the_worker("process");
+}
+
+#[test]
+fn the_reviewer_waits_for_the_worker_in_tmux_sessions() {
+    reviewer_waits_for_the_worker("tmux");
+}
+
+/// 1. A worker that keeps running after its hand-off is stopped after the grace, the
+/// reviewer starts after its end, and its end is not a crash.
+#[test]
+fn a_worker_running_past_its_hand_off_grace_is_stopped() {
+    let p = Project::new("process");
+    p.limits(&[("handoff_grace_s", "1"), ("kill_after_s", "1")]);
+    p.import(r#"{"tasks": [{"id": "t", "agent": "build it (sim:linger-forever)"}]}"#);
+    assert_eq!(p.until_idle(), 6);
+    let pid = p.agent_pid("t", "worker");
+    assert!(!alive(pid), "the worker was stopped");
+    let ev = p.events("t");
+    let stopped = position(&ev, |e| e["type"] == "session.stopped");
+    assert!(
+        ev[stopped]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("hand-off grace"),
+        "{}",
+        ev[stopped]
+    );
+    let reviewer = position(&ev, |e| {
+        e["type"] == "agent.spawned" && e["data"]["role"] == "reviewer"
+    });
+    assert!(stopped < reviewer);
+    assert!(!kinds(&ev).contains(&"agent.crashed".to_owned()));
+    assert_eq!(p.task("t")["status"], "reviewing");
+    p.check();
+}
+
+/// 2. `task cancel` stops the agent: with a supervisor running, and with none.
+#[test]
+fn cancel_stops_the_agent_with_and_without_a_supervisor() {
+    for with_supervisor in [true, false] {
+        let p = Project::new("process");
+        p.import(r#"{"tasks": [{"id": "t", "agent": "never finishes (sim:hang)"}]}"#);
+        let run = p.spawn_run();
+        p.wait_task("t", 30, "the worker session", |t| !t["session"].is_null());
+        let pid = p.agent_pid("t", "worker");
+        assert!(alive(pid));
+        if !with_supervisor {
+            // The run stops; its sessions keep running, as they should.
+            stop(run);
+            assert!(alive(pid), "a stopped run leaves its sessions running");
+            p.ok(&["task", "cancel", "t"]);
+            wait_gone(pid, 15);
+        } else {
+            p.ok(&["task", "cancel", "t"]);
+            wait_gone(pid, 15);
+            stop(run);
+        }
+        let ev = p.events("t");
+        let stopped = position(&ev, |e| e["type"] == "session.stopped");
+        assert!(
+            ev[stopped]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("moved to cancelled by the person"),
+            "{}",
+            ev[stopped]
+        );
+        assert_eq!(p.task("t")["status"], "cancelled");
+        // The stopped session's end is recorded once, as the end of a stale session.
+        p.wait_task("t", 15, "the end reported", |t| t["session"].is_null());
+        let exits: Vec<Value> = p
+            .events("t")
+            .into_iter()
+            .filter(|e| e["type"] == "session.exited" && e["data"]["disposition"] != "duplicate")
+            .collect();
+        assert_eq!(exits.len(), 1, "the host reported the end once: {exits:?}");
+        p.check();
+    }
+}
+
+/// 3. `task retry --clear-worktree` resets the worktree (and its branch) to the base.
+#[test]
+fn retry_with_clear_worktree_starts_from_the_base() {
+    let p = Project::new("process");
+    p.import(
+        r#"{"tasks": [{"id": "s", "work": "echo line >> f.txt", "postchecks": "false",
+                       "max_attempts": 1}]}"#,
+    );
+    assert_eq!(p.until_idle(), 7, "stuck after its one attempt");
+    assert_eq!(p.task("s")["status"], "stuck");
+    p.ok(&[
+        "task",
+        "retry",
+        "s",
+        "--clear-worktree",
+        "--postchecks",
+        "true",
+    ]);
+    assert_eq!(p.until_idle(), 0);
+    assert_eq!(p.task("s")["status"], "done");
+    // The work ran once on a fresh tree: one line, not the old one plus a new one.
+    assert_eq!(git(&p.root, &["show", "main:f.txt"]), "line\n");
+    assert!(p.events("s").iter().any(|e| e["type"] == "worktree.reset"));
+    p.check();
+}
+
+/// 4. `passes` is cleared when the evidence of the attempt is gone (a FAIL review).
+#[test]
+fn a_failed_review_clears_passes() {
+    let p = Project::new("process");
+    p.import(
+        r#"{"tasks": [{"id": "t", "agent": "build it (sim:fail-always)", "postchecks": "true"}]}"#,
+    );
+    assert_eq!(p.until_idle(), 7);
+    let t = p.task("t");
+    assert_eq!(t["status"], "stuck");
+    assert_eq!(t["passes"], false, "{t}");
+    assert_eq!(p.json(&["plan", "next"])["state"], "stuck");
+    let state = p.ok(&["state"]);
+    assert!(state.contains("Plans complete: 0/1"), "{state}");
+    p.check();
+}
+
+/// 5. A parent whose children are all done is done, in every view.
+#[test]
+fn parents_finish_with_their_children() {
+    let p = Project::new("process");
+    p.import(
+        r#"{"tasks": [{"id": "g", "title": "Group"},
+                      {"id": "a", "parent": "g", "work": "echo a > a.txt"},
+                      {"id": "b", "parent": "g", "work": "echo b > b.txt"}]}"#,
+    );
+    assert_eq!(p.until_idle(), 0);
+    let g = p.task("g");
+    assert_eq!(
+        (g["status"].as_str(), g["passes"].as_bool()),
+        (Some("done"), Some(true))
+    );
+    let list = p.json(&["task", "list", "--status", "done"]);
+    assert!(list.as_array().unwrap().iter().any(|t| t["id"] == "g"));
+    let show = p.json(&["plan", "show"]);
+    assert_eq!(show[0]["id"], "g");
+    assert_eq!(show[0]["status"], "done");
+    assert_eq!(show[0]["passes"], true);
+    // A task that depends on the group runs once the group is done.
+    p.import(r#"{"tasks": [{"id": "after", "work": "true", "depends_on": ["g"]}]}"#);
+    assert_eq!(p.until_idle(), 0);
+    assert_eq!(p.task("after")["status"], "done");
+    p.check();
+}
+
+/// 6. A direct task's agent is told only what the direct map allows.
+#[test]
+fn direct_agents_get_the_direct_prompt() {
+    let p = Project::new("process");
+    p.ok(&[
+        "task",
+        "create",
+        "d",
+        "--agent",
+        "tidy the code",
+        "--workflow",
+        "direct",
+    ]);
+    p.ok(&["task", "update", "d", "--status", "working"]);
+    let prompt = p.ok(&["prompt", "d"]);
+    for absent in ["task complete", "Handoff", "clarification"] {
+        assert!(!prompt.contains(absent), "{absent}: {prompt}");
+    }
+    assert_eq!(p.json(&["prompt", "d"])["kind"], "direct");
+}
+
+/// 7. `task respawn` of a task without agent work is refused, pointing at retry.
+#[test]
+fn respawn_of_shell_work_is_refused() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "s", "work": "false", "max_attempts": 1}]}"#);
+    assert_eq!(p.until_idle(), 7);
+    assert_eq!(p.task("s")["status"], "stuck");
+    let before = p.task("s")["version"].clone();
+    let o = p.run(&["task", "respawn", "s"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("warden task retry"), "{err}");
+    assert_eq!(p.task("s")["version"], before, "nothing changed");
+}
+
+/// 8. Attempts of shell work wait a doubling backoff, so a flaky check gets time.
+#[test]
+fn shell_attempts_wait_a_backoff() {
+    let p = Project::new("process");
+    p.limits(&[("retry_backoff_s", "1")]);
+    p.import(
+        r#"{"tasks": [{"id": "s", "work": "true", "postchecks": "false", "max_attempts": 3}]}"#,
+    );
+    assert_eq!(p.until_idle(), 7);
+    let at: Vec<jiff::Timestamp> = p
+        .events("s")
+        .iter()
+        .filter(|e| e["type"] == "guard.ran" && e["reason"] == "fail")
+        .map(|e| e["at"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(at.len(), 3, "three attempts");
+    let gap = |i: usize| at[i + 1].duration_since(at[i]).as_secs_f64();
+    assert!(gap(0) >= 1.0, "first wait {}", gap(0));
+    assert!(gap(1) >= 2.0, "second wait {} doubles", gap(1));
+}
+
+/// 9. Auto-heal as DESIGN 2.4: failed prechecks of agent work start the agent once to
+/// fix them, then the prechecks run again; no attempt is charged.
+#[test]
+fn failed_prechecks_heal_then_run_again() {
+    let p = Project::new("process");
+    p.import(
+        r#"{"tasks": [{"id": "t", "agent": "build it (sim:good)", "prechecks": "test -f fixed.txt"}]}"#,
+    );
+    assert_eq!(p.until_idle(), 6, "reaches review after the heal");
+    let ev = p.events("t");
+    let k = kinds(&ev);
+    let healed = position(&ev, |e| e["type"] == "auto.healed");
+    let heal_session = position(&ev, |e| {
+        e["type"] == "agent.spawned" && e["data"]["heal"] == "prechecks"
+    });
+    let prechecks_ok = position(&ev, |e| {
+        e["type"] == "phase.changed"
+            && e["data"]["phase"] == "prechecks"
+            && e["data"]["status"] == "success"
+    });
+    assert!(
+        healed < heal_session && heal_session < prechecks_ok,
+        "{k:?}"
+    );
+    assert!(
+        !k.contains(&"attempt.failed".to_owned()),
+        "a heal is not an attempt"
+    );
+    assert!(
+        !k.contains(&"agent.crashed".to_owned()),
+        "a heal session is not a crash"
+    );
+    let t = p.task("t");
+    assert_eq!(t["attempts"], 0);
+    assert_eq!(t["status"], "reviewing");
+    p.check();
+}
+
+/// 10. `plan apply` reaching done merges the task's work like any other path.
+#[test]
+fn plan_apply_to_done_merges() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "t", "agent": "build it (sim:good)"}]}"#);
+    assert_eq!(p.until_idle(), 6);
+    assert!(
+        git(&p.root, &["ls-tree", "--name-only", "main"])
+            .lines()
+            .all(|l| l != "t.txt")
+    );
+    let tree = p.ok(&["plan", "export"]);
+    std::fs::write(p.root.join(".warden/tree.json"), tree).unwrap();
+    p.ok(&[
+        "plan",
+        "apply",
+        ".warden/tree.json",
+        "--selected",
+        "t",
+        "--status",
+        "done",
+        "--guard",
+        "pass",
+    ]);
+    assert_eq!(p.task("t")["status"], "done");
+    assert_eq!(p.task("t")["phases"]["merge-ri"], "success");
+    assert_eq!(
+        git(&p.root, &["show", "main:t.txt"]),
+        "work of t, session 1\n"
+    );
+    p.check();
+}
+
+/// 11. A commit that loses a race after merge-ri decides again (merge-ri is idempotent),
+/// so the task ends done with its work merged instead of exit 4 with the base holding
+/// work of a task that is not done.
+#[test]
+fn a_conflict_after_merge_ri_ends_done() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "t", "agent": "build it (sim:good)"}]}"#);
+    assert_eq!(p.until_idle(), 6);
+    let o = p
+        .cmd(&["task", "update", "t", "--status", "done"])
+        .env("WARDEN_FAILPOINT", "conflict-once")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(p.task("t")["status"], "done");
+    assert_eq!(
+        git(&p.root, &["show", "main:t.txt"]),
+        "work of t, session 1\n"
+    );
+    p.check();
+}
+
+/// 12. Recovery state: continue.md is there after a kill -9 and kept until the next run
+/// resumed; resume_from_phase is cleared once its phase runs; a done task's worktree is
+/// removed; a tmux run leaves no server behind.
+#[test]
+fn recovery_state_is_reliable() {
+    let p = Project::new("tmux");
+    p.import(
+        r#"{"tasks": [{"id": "t", "agent": "never finishes (sim:hang)"},
+                      {"id": "s", "work": "echo s > s.txt", "postchecks": "test -f ok",
+                       "max_attempts": 1}]}"#,
+    );
+    let mut run = p.spawn_run();
+    p.wait_task("t", 30, "the worker session", |t| !t["session"].is_null());
+    p.wait_task("s", 30, "s stuck", |t| t["status"] == "stuck");
+    let cont = p.root.join(".warden/continue.md");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&cont).is_ok_and(|c| c.contains("- t (working)")) {
+        assert!(Instant::now() < deadline, "continue.md does not name t");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill")
+        .args(["-KILL", &run.id().to_string()])
+        .status();
+    let _ = run.wait();
+    assert!(cont.exists(), "continue.md survives a kill -9");
+    // The next run resumes: continue.md is kept while it works.
+    let run = p.spawn_run();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(cont.exists(), "kept until the run has resumed");
+    p.ok(&["task", "cancel", "t"]);
+    p.wait_task("t", 20, "the end of the cancelled session", |t| {
+        t["session"].is_null()
+    });
+    stop(run);
+    // resume_from_phase: set by a retry, cleared when its phase runs.
+    p.ok(&["task", "retry", "s", "--postchecks", "true"]);
+    assert_eq!(p.task("s")["resume_from_phase"], "postchecks");
+    assert_eq!(p.until_idle(), 0);
+    let s = p.task("s");
+    assert_eq!(s["status"], "done");
+    assert!(s["resume_from_phase"].is_null(), "{s}");
+    assert!(!cont.exists(), "an idle end removes continue.md");
+    assert!(
+        !p.root.join(".warden/worktrees/s").exists(),
+        "a merged worktree is removed"
+    );
+    let o = Command::new("tmux")
+        .arg("-S")
+        .arg(p.root.join(".warden/tmux.sock"))
+        .arg("list-sessions")
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "no tmux server is left: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

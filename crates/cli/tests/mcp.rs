@@ -396,7 +396,8 @@ async fn plans_memory_state_resources_and_prompts() {
             "worker-respawn",
             "reviewer",
             "clarification",
-            "stuck"
+            "stuck",
+            "direct"
         ]
     );
     let args = json!({"id": "api"}).as_object().cloned().unwrap();

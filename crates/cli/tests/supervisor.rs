@@ -118,7 +118,7 @@ fn position(events: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
         .unwrap_or_else(|| panic!("no such event in {:#?}", kinds(events)))
 }
 
-/// 1. The reviewer starts only after the worker has ended, and what the worker wrote
+/// Item 1: The reviewer starts only after the worker has ended, and what the worker wrote
 /// after its hand-off is committed and merged.
 fn reviewer_waits_for_the_worker(session: &str) {
     let p = Project::new(session);
@@ -166,7 +166,7 @@ fn the_reviewer_waits_for_the_worker_in_tmux_sessions() {
     reviewer_waits_for_the_worker("tmux");
 }
 
-/// 1. A worker that keeps running after its hand-off is stopped after the grace, the
+/// Item 1: A worker that keeps running after its hand-off is stopped after the grace, the
 /// reviewer starts after its end, and its end is not a crash.
 #[test]
 fn a_worker_running_past_its_hand_off_grace_is_stopped() {
@@ -195,7 +195,7 @@ fn a_worker_running_past_its_hand_off_grace_is_stopped() {
     p.check();
 }
 
-/// 2. `task cancel` stops the agent: with a supervisor running, and with none.
+/// Item 2: `task cancel` stops the agent: with a supervisor running, and with none.
 #[test]
 fn cancel_stops_the_agent_with_and_without_a_supervisor() {
     for with_supervisor in [true, false] {
@@ -239,7 +239,7 @@ fn cancel_stops_the_agent_with_and_without_a_supervisor() {
     }
 }
 
-/// 3. `task retry --clear-worktree` resets the worktree (and its branch) to the base.
+/// Item 3: `task retry --clear-worktree` resets the worktree (and its branch) to the base.
 #[test]
 fn retry_with_clear_worktree_starts_from_the_base() {
     let p = Project::new("process");
@@ -265,7 +265,7 @@ fn retry_with_clear_worktree_starts_from_the_base() {
     p.check();
 }
 
-/// 4. `passes` is cleared when the evidence of the attempt is gone (a FAIL review).
+/// Item 4: `passes` is cleared when the evidence of the attempt is gone (a FAIL review).
 #[test]
 fn a_failed_review_clears_passes() {
     let p = Project::new("process");
@@ -282,7 +282,7 @@ fn a_failed_review_clears_passes() {
     p.check();
 }
 
-/// 5. A parent whose children are all done is done, in every view.
+/// Item 5: A parent whose children are all done is done, in every view.
 #[test]
 fn parents_finish_with_their_children() {
     let p = Project::new("process");
@@ -310,7 +310,7 @@ fn parents_finish_with_their_children() {
     p.check();
 }
 
-/// 6. A direct task's agent is told only what the direct map allows.
+/// Item 6: A direct task's agent is told only what the direct map allows.
 #[test]
 fn direct_agents_get_the_direct_prompt() {
     let p = Project::new("process");
@@ -331,7 +331,7 @@ fn direct_agents_get_the_direct_prompt() {
     assert_eq!(p.json(&["prompt", "d"])["kind"], "direct");
 }
 
-/// 7. `task respawn` of a task without agent work is refused, pointing at retry.
+/// Item 7: `task respawn` of a task without agent work is refused, pointing at retry.
 #[test]
 fn respawn_of_shell_work_is_refused() {
     let p = Project::new("process");
@@ -346,7 +346,7 @@ fn respawn_of_shell_work_is_refused() {
     assert_eq!(p.task("s")["version"], before, "nothing changed");
 }
 
-/// 8. Attempts of shell work wait a doubling backoff, so a flaky check gets time.
+/// Item 8: Attempts of shell work wait a doubling backoff, so a flaky check gets time.
 #[test]
 fn shell_attempts_wait_a_backoff() {
     let p = Project::new("process");
@@ -367,7 +367,7 @@ fn shell_attempts_wait_a_backoff() {
     assert!(gap(1) >= 2.0, "second wait {} doubles", gap(1));
 }
 
-/// 9. Auto-heal as DESIGN 2.4: failed prechecks of agent work start the agent once to
+/// Item 9: Auto-heal as DESIGN 2.4: failed prechecks of agent work start the agent once to
 /// fix them, then the prechecks run again; no attempt is charged.
 #[test]
 fn failed_prechecks_heal_then_run_again() {
@@ -405,7 +405,7 @@ fn failed_prechecks_heal_then_run_again() {
     p.check();
 }
 
-/// 10. `plan apply` reaching done merges the task's work like any other path.
+/// Item 10: `plan apply` reaching done merges the task's work like any other path.
 #[test]
 fn plan_apply_to_done_merges() {
     let p = Project::new("process");
@@ -438,7 +438,7 @@ fn plan_apply_to_done_merges() {
     p.check();
 }
 
-/// 11. A commit that loses a race after merge-ri decides again (merge-ri is idempotent),
+/// Item 11: A commit that loses a race after merge-ri decides again (merge-ri is idempotent),
 /// so the task ends done with its work merged instead of exit 4 with the base holding
 /// work of a task that is not done.
 #[test]
@@ -460,7 +460,7 @@ fn a_conflict_after_merge_ri_ends_done() {
     p.check();
 }
 
-/// 12. Recovery state: continue.md is there after a kill -9 and kept until the next run
+/// Item 12: Recovery state: continue.md is there after a kill -9 and kept until the next run
 /// resumed; resume_from_phase is cleared once its phase runs; a done task's worktree is
 /// removed; a tmux run leaves no server behind.
 #[test]

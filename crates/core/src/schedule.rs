@@ -57,6 +57,10 @@ pub struct View<'a> {
     pub worktree: bool,
     /// What the runner sees of an open session, by id.
     pub live: &'a dyn Fn(&str) -> Liveness,
+    /// Sessions of the task whose end is recorded but which the runner sees running (a
+    /// report that named no session ended the wrong one): stopped before anything else
+    /// starts, so a task never has two.
+    pub ghosts: &'a [String],
 }
 
 impl std::fmt::Debug for View<'_> {
@@ -79,6 +83,12 @@ pub enum StopReason {
         /// The status the task moved to.
         to: Status,
     },
+    /// The session ran past `phase_timeout_s` and its host did not end it (the host is
+    /// gone): the supervisor ends it instead.
+    Timeout,
+    /// Its end was recorded (a report that named no session was taken for it), but it
+    /// still runs.
+    Ghost,
     /// A person (or a runner decision) moved the task to a status this session does not
     /// belong to.
     Moved {
@@ -96,6 +106,8 @@ impl StopReason {
             StopReason::HandOff { to } => {
                 format!("still running after its hand-off grace (the task is {to})")
             }
+            StopReason::Timeout => "ran past phase_timeout_s".into(),
+            StopReason::Ghost => "still running after its end was recorded".into(),
             StopReason::Moved { to, by } => {
                 format!("the task was moved to {to} by the {}", by.as_str())
             }
@@ -224,6 +236,12 @@ pub fn next(v: &View<'_>, limits: &Limits) -> Action {
     let t = v.task;
     // 1. Sessions: report the gone, stop the ones that no longer belong, wait for the rest.
     let mut busy = false;
+    let mut wake: Option<Timestamp> = None;
+    for ghost in v.ghosts {
+        if let Some(rec) = t.sessions().iter().rev().find(|r| &r.id == ghost) {
+            return stop_or_kill(rec, StopReason::Ghost, v.now, limits);
+        }
+    }
     for rec in t.open_sessions() {
         if (v.live)(&rec.id) == Liveness::Gone {
             return Action::ReportGone {
@@ -231,7 +249,26 @@ pub fn next(v: &View<'_>, limits: &Limits) -> Action {
             };
         }
         if belongs(t, rec) {
-            busy = true;
+            // The host's own timer ends a session at phase_timeout_s; past it (and the
+            // kill's grace, twice) the host is gone and the supervisor ends it.
+            let overdue = rec.started_at.and_then(|at| {
+                at.checked_add(secs(
+                    limits
+                        .phase_timeout_s
+                        .saturating_add(limits.kill_after_s.saturating_mul(2)),
+                ))
+                .ok()
+            });
+            match overdue {
+                Some(due) if v.now >= due => {
+                    return stop_or_kill(rec, StopReason::Timeout, v.now, limits);
+                }
+                Some(due) => {
+                    busy = true;
+                    wake = Some(wake.map_or(due, |w: Timestamp| w.min(due)));
+                }
+                None => busy = true,
+            }
             continue;
         }
         // A hand-off: the session's own agent (or the runner, on its evidence) moved the
@@ -254,31 +291,14 @@ pub fn next(v: &View<'_>, limits: &Limits) -> Action {
         if v.now < stop_from {
             return Action::Wait { until: stop_from };
         }
-        return match &rec.stop {
-            None => Action::Stop {
-                session: rec.id.clone(),
-                reason,
-                kill: false,
-            },
-            Some(stop) => {
-                let kill_at = stop
-                    .at
-                    .checked_add(secs(limits.kill_after_s))
-                    .unwrap_or(stop.at);
-                if v.now >= kill_at {
-                    Action::Stop {
-                        session: rec.id.clone(),
-                        reason,
-                        kill: true,
-                    }
-                } else {
-                    Action::Wait { until: kill_at }
-                }
-            }
-        };
+        return stop_or_kill(rec, reason, v.now, limits);
     }
     if busy {
-        return Action::Busy;
+        // A session runs; look again when its timeout is due, if it has one.
+        return match wake {
+            Some(until) => Action::Wait { until },
+            None => Action::Busy,
+        };
     }
     // 2. Terminal tasks.
     match t.status() {
@@ -324,6 +344,37 @@ pub fn next(v: &View<'_>, limits: &Limits) -> Action {
             }
         }
         _ => Action::Idle,
+    }
+}
+
+/// TERM for a session not yet stopped, KILL once `kill_after_s` has passed since.
+fn stop_or_kill(
+    rec: &crate::model::SessionRecord,
+    reason: StopReason,
+    now: Timestamp,
+    limits: &Limits,
+) -> Action {
+    match &rec.stop {
+        None => Action::Stop {
+            session: rec.id.clone(),
+            reason,
+            kill: false,
+        },
+        Some(stop) => {
+            let kill_at = stop
+                .at
+                .checked_add(secs(limits.kill_after_s))
+                .unwrap_or(stop.at);
+            if now >= kill_at {
+                Action::Stop {
+                    session: rec.id.clone(),
+                    reason,
+                    kill: true,
+                }
+            } else {
+                Action::Wait { until: kill_at }
+            }
+        }
     }
 }
 

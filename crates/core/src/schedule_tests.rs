@@ -162,6 +162,7 @@ fn next_with(
             leaf,
             worktree,
             live: &live,
+            ghosts: &[],
         },
         &limits(),
     )
@@ -252,7 +253,14 @@ fn a_persons_change_stops_the_session_at_once() {
 #[test]
 fn sessions_that_belong_are_waited_for_and_gone_ones_reported() {
     let t = B::review_working(10).0;
-    assert_eq!(next_at(&t, 11, &["w1"]), Action::Busy);
+    // A running session is waited for, until its timeout (phase_timeout_s, then the
+    // host's kill twice over) is due: then the supervisor ends it, as its host did not.
+    let due = 10 + 3600 + 2 * 5;
+    assert_eq!(next_at(&t, 11, &["w1"]), Action::Wait { until: at(due) });
+    assert_eq!(
+        next_at(&t, due, &["w1"]),
+        stop("w1", StopReason::Timeout, false)
+    );
     assert_eq!(
         next_at(&t, 11, &[]),
         Action::ReportGone {
@@ -589,4 +597,34 @@ fn passes_is_cleared_by_a_fail_a_retry_a_respawn_and_stuck() {
         .0;
     assert_eq!(stuck.status(), Status::Stuck);
     assert!(!stuck.passes());
+}
+
+/// A session whose end was recorded but which still runs (an unnamed report ended the
+/// wrong session) is stopped before anything else starts.
+#[test]
+fn a_ghost_is_stopped_before_a_new_session_starts() {
+    let t = B::review_working(1)
+        .to(Status::AgentReview, art(true, None), Actor::Agent, 2)
+        .exit(Some("w1"), 0, art(true, None), 3)
+        .spawn("r1", Role::Reviewer, None, 4)
+        // The worker's harness hook reports without a session id: taken for r1's end.
+        .exit(None, 0, art(true, None), 5)
+        .0;
+    assert_eq!(
+        next_at(&t, 6, &[]),
+        session(Role::Reviewer),
+        "r1 looks ended"
+    );
+    let live = |_: &str| Liveness::Gone;
+    let ghosts = vec!["r1".to_owned()];
+    let v = View {
+        task: &t,
+        now: at(6),
+        deps_done: true,
+        leaf: true,
+        worktree: false,
+        live: &live,
+        ghosts: &ghosts,
+    };
+    assert_eq!(next(&v, &limits()), stop("r1", StopReason::Ghost, false));
 }

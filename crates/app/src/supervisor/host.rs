@@ -96,11 +96,22 @@ pub(super) fn alive(pid: u32) -> bool {
 /// right now (its spec was written moments ago and its host has not named itself yet)?
 pub fn process_alive(files: &SessionFiles) -> bool {
     match read_pids(&files.pid) {
-        Some(p) => alive(p.host),
+        // A session whose host was killed runs on in its own group: still alive, and
+        // still the supervisor's to stop.
+        Some(p) => alive(p.host) || group_alive(files),
         None => std::fs::metadata(&files.spec)
             .and_then(|m| m.modified())
             .is_ok_and(|t| t.elapsed().unwrap_or_default() < START_GRACE),
     }
+}
+
+/// Is the session's own process group still running (not just its host)?
+pub fn group_alive(files: &SessionFiles) -> bool {
+    read_pids(&files.pid).is_some_and(|p| {
+        p.group != 0
+            && rustix::process::Pid::from_raw(p.group as i32)
+                .is_some_and(|g| rustix::process::test_kill_process_group(g).is_ok())
+    })
 }
 
 /// The exit code the host recorded for a session, if it got that far.
@@ -126,6 +137,9 @@ pub fn stop_process(files: &SessionFiles, kill: bool) {
         && let Some(pid) = rustix::process::Pid::from_raw(p.host as i32)
     {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    } else if p.group != 0 {
+        // No host to pass it on: TERM the session's group directly.
+        warden_runner::check::term_group(p.group);
     }
 }
 

@@ -503,15 +503,17 @@ impl Supervisor {
         let now = Timestamp::now();
         let limits = self.app.eng.config.limits;
         let socket = tmux_socket(self.app.ws());
-        let panes: BTreeSet<String> = if socket.exists() {
-            session::tmux_list(&socket)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|p| p.name)
-                .collect()
+        let listed = if socket.exists() {
+            session::tmux_list(&socket).unwrap_or_default()
         } else {
-            BTreeSet::new()
+            Vec::new()
         };
+        let panes: BTreeSet<String> = listed.iter().map(|p| p.name.clone()).collect();
+        let running_panes: BTreeSet<String> = listed
+            .iter()
+            .filter(|p| !p.dead)
+            .map(|p| p.name.clone())
+            .collect();
         // Tasks another live runner holds are that runner's to watch (it may run on
         // another machine); an expired lease, or a dead runner's on this host, is not.
         let lease_now = self.app.eng.now();
@@ -546,6 +548,19 @@ impl Supervisor {
                 continue;
             }
             let live = |sid: &str| self.liveness(id, sid, &panes);
+            // The last two sessions whose end is recorded, if one's program still runs.
+            let ghosts: Vec<String> = t
+                .sessions()
+                .iter()
+                .rev()
+                .take(2)
+                .filter(|r| {
+                    r.ended
+                        && (running_panes.contains(&session::tmux_session_name(&r.id))
+                            || host::group_alive(&SessionFiles::of(self.app.ws(), id, &r.id)))
+                })
+                .map(|r| r.id.clone())
+                .collect();
             let view = View {
                 task: t,
                 now,
@@ -553,6 +568,7 @@ impl Supervisor {
                 leaf: idx.is_leaf(id),
                 worktree: self.repo.is_some() && self.app.ws().worktree(id).is_dir(),
                 live: &live,
+                ghosts: &ghosts,
             };
             match schedule::next(&view, &limits) {
                 Action::Idle => {

@@ -371,6 +371,7 @@ impl Engine {
         if let Some(t) = &change.after {
             self.mirror(t, doc.text.take());
         }
+        crate::planning::write_back(self, std::slice::from_ref(change));
         self.sync_state_md();
         drop(lock);
         crate::failpoint::hit("before-sync");
@@ -421,6 +422,7 @@ impl Engine {
                 }
             }
             drop(locks);
+            crate::planning::write_back(self, &changes);
             self.sync_state_md();
             return Ok(changes);
         }

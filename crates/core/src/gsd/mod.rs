@@ -213,7 +213,8 @@ pub struct PlanWork {
     pub verification: Option<String>,
     /// When it is complete.
     pub success_criteria: Option<String>,
-    /// The whole body (without the frontmatter) when none of the sections above exists.
+    /// The whole body (without the frontmatter) when the plan lacks an objective or its
+    /// tasks: then the sections above are not the plan, the whole text is.
     pub whole: Option<String>,
 }
 
@@ -1779,11 +1780,9 @@ fn build_plan(
     let (title, title_source) = plan_title(plan, phase, roadmaps);
     let work = (!plan.done).then(|| {
         let mut work = plan_work(plan);
-        if work.objective.is_none()
-            && work.tasks.is_none()
-            && work.verification.is_none()
-            && work.success_criteria.is_none()
-        {
+        // Without both an objective and tasks the sections are not the plan: the whole
+        // text is.
+        if work.objective.is_none() || work.tasks.is_none() {
             work.whole = plan
                 .text
                 .map(|t| text::split_frontmatter(t).body.trim().to_owned())

@@ -372,7 +372,10 @@ pub fn body(p: &Plan, place: &Place) -> String {
 }
 
 fn sections(work: &PlanWork) -> Vec<(&'static str, &str)> {
-    let mut v: Vec<(&'static str, &str)> = [
+    if let Some(w) = &work.whole {
+        return vec![("plan", w.as_str())];
+    }
+    [
         ("objective", &work.objective),
         ("tasks", &work.tasks),
         ("verification", &work.verification),
@@ -380,13 +383,7 @@ fn sections(work: &PlanWork) -> Vec<(&'static str, &str)> {
     ]
     .into_iter()
     .filter_map(|(n, t)| t.as_deref().map(|t| (n, t)))
-    .collect();
-    if v.is_empty()
-        && let Some(w) = &work.whole
-    {
-        v.push(("plan", w.as_str()));
-    }
-    v
+    .collect()
 }
 
 /// The plans of `tree` by id, for lookups.

@@ -448,3 +448,199 @@ fn every_corpus_tree_syncs_with_its_plans_order_and_titles() {
         failures.join("\n")
     );
 }
+
+const PLAN: &str = "---\nwave: 1\ndepends_on: []\n---\n<objective>\nBuild the thing.\n</objective>\n<tasks>\n<task>Do it</task>\n</tasks>\n";
+
+fn notes(v: &Value, kind: &str) -> Vec<String> {
+    v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == kind)
+        .map(|n| n["task"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Sync never touches a task it did not make, even one with a plan's id.
+#[test]
+fn sync_leaves_tasks_it_did_not_make_alone() {
+    let ws = Workspace::new("gsd-not-ours");
+    ws.ok(&["task", "create", "01-01", "--title", "a person's own task"]);
+    let before = ws.show("01-01");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/01-a/01-01-SUMMARY.md", "Done.\n");
+    ws.write(".planning/phases/01-a/01-02-PLAN.md", PLAN);
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(notes(&v, "not_ours"), ["01-01"], "{v}");
+    assert_eq!(
+        ws.show("01-01"),
+        before,
+        "untouched, not even moved to done"
+    );
+    // Its sibling is imported, and does not depend on the person's task.
+    assert_eq!(ws.show("01-02")["depends_on"], serde_json::json!([]));
+    let again = ws.json(&["plan", "sync"]);
+    assert_eq!(again["changed"], 0);
+    assert_eq!(ws.show("01-01"), before);
+    ws.check_ok();
+}
+
+/// A done task never moves back, whatever the files say; the disagreement is reported.
+#[test]
+fn sync_never_moves_a_done_task_back() {
+    let ws = Workspace::new("gsd-done");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/01-a/01-01-SUMMARY.md", "Done.\n");
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.status("01-01"), "done");
+    let version = ws.version("01-01");
+    for summary in [Some("---\nphase: 01\n---\n\n"), None] {
+        match summary {
+            Some(text) => drop(ws.write(".planning/phases/01-a/01-01-SUMMARY.md", text)),
+            None => {
+                std::fs::remove_file(ws.path(".planning/phases/01-a/01-01-SUMMARY.md")).unwrap()
+            }
+        }
+        let v = ws.json(&["plan", "sync"]);
+        assert_eq!(notes(&v, "done_in_warden_only"), ["01-01"], "{v}");
+        assert_eq!(ws.status("01-01"), "done");
+        assert_eq!(ws.version("01-01"), version);
+    }
+    ws.check_ok();
+}
+
+/// A SUMMARY written while the task is worked on goes through the gate like any
+/// completion: sync does not decide; `task complete` accepts it as the handoff, records
+/// its digest, and refuses an empty one.
+#[test]
+fn a_summary_written_during_work_goes_through_the_gate() {
+    let ws = Workspace::new("gsd-gate");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.ok(&["plan", "sync"]);
+    let t = ws.show("01-01");
+    assert_eq!(t["evidence"], ".planning/phases/01-a/01-01-SUMMARY.md");
+    ws.ok(&["task", "update", "01-01", "--status", "working"]);
+    // Frontmatter only: no evidence, and sync has nothing to say either.
+    ws.write(
+        ".planning/phases/01-a/01-01-SUMMARY.md",
+        "---\nphase: 01-a\n---\n",
+    );
+    let o = ws.expect(&["task", "complete", "01-01"], 1);
+    assert!(
+        crate::common::err_line(&o)
+            .contains("or content in its evidence file .planning/phases/01-a/01-01-SUMMARY.md"),
+        "{}",
+        crate::common::err_line(&o)
+    );
+    ws.write(
+        ".planning/phases/01-a/01-01-SUMMARY.md",
+        "---\nphase: 01-a\n---\n# Summary\n\nBuilt it.\n",
+    );
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(notes(&v, "summary_while_active"), ["01-01"], "{v}");
+    assert_eq!(ws.status("01-01"), "working", "sync does not decide");
+    ws.ok(&["task", "complete", "01-01"]);
+    assert_eq!(ws.status("01-01"), "agent-review");
+    let ev = ws.events("status.changed", Some("01-01"));
+    let last = ev.last().unwrap();
+    assert_eq!(last["to"], "agent-review");
+    let h = text(&ws.ok(&["--json", "history", "01-01"]).stdout);
+    assert!(
+        h.contains(".planning/phases/01-a/01-01-SUMMARY.md"),
+        "the evidence is recorded: {h}"
+    );
+    ws.check_ok();
+}
+
+/// Symlinks out of `.planning/` are refused: a plan, a phase directory and a SUMMARY
+/// linked elsewhere are never read.
+#[test]
+fn sync_refuses_symlinks_out_of_the_planning_directory() {
+    use std::os::unix::fs::symlink;
+    let ws = Workspace::new("gsd-links");
+    let outside = crate::common::unique_dir("gsd-outside");
+    std::fs::create_dir_all(outside.join("01-x")).unwrap();
+    std::fs::write(
+        outside.join("secret-PLAN.md"),
+        "<objective>\nSECRET\n</objective>\n",
+    )
+    .unwrap();
+    std::fs::write(outside.join("01-x/01-01-PLAN.md"), "# SECRET\n").unwrap();
+    std::fs::write(outside.join("SUMMARY.md"), "SECRET summary\n").unwrap();
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    symlink(
+        outside.join("secret-PLAN.md"),
+        ws.path(".planning/phases/01-a/01-02-PLAN.md"),
+    )
+    .unwrap();
+    symlink(outside.join("01-x"), ws.path(".planning/phases/02-linked")).unwrap();
+    symlink(
+        outside.join("SUMMARY.md"),
+        ws.path(".planning/phases/01-a/01-01-SUMMARY.md"),
+    )
+    .unwrap();
+    let v = ws.json(&["plan", "sync"]);
+    let warned: Vec<(&str, &str)> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["kind"].as_str().unwrap(), w["path"].as_str().unwrap()))
+        .collect();
+    for path in [
+        "phases/01-a/01-02-PLAN.md",
+        "phases/02-linked",
+        "phases/01-a/01-01-SUMMARY.md",
+    ] {
+        assert!(warned.contains(&("symlink", path)), "{path}: {warned:?}");
+    }
+    let all = serde_json::to_string(&ws.tasks()).unwrap();
+    assert!(!all.contains("SECRET"), "nothing from outside was read");
+    assert_eq!(
+        ws.status("01-01"),
+        "pending",
+        "a linked SUMMARY is no evidence"
+    );
+    // Nor does the gate follow it.
+    ws.ok(&["task", "update", "01-01", "--status", "working"]);
+    ws.expect(&["task", "complete", "01-01"], 1);
+    let _ = std::fs::remove_dir_all(&outside);
+    ws.check_ok();
+}
+
+/// When a person finishes a plan's task in Warden, its SUMMARY.md is written from the
+/// Handoff and STATE.md's progress follows; a fresh sync agrees.
+#[test]
+fn finishing_a_plan_in_warden_writes_its_summary_and_progress() {
+    let ws = Workspace::new("gsd-writeback");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(
+        ".planning/STATE.md",
+        "# Project State\n\nProgress: [░░░░░░░░░░] 0%\n",
+    );
+    ws.ok(&["plan", "sync"]);
+    ws.ok(&["task", "update", "01-01", "--status", "working"]);
+    let task_file = ws.path(".warden/tasks/01-01/TASK.md");
+    let mut t = std::fs::read_to_string(&task_file).unwrap();
+    t.push_str("\n## Handoff\nDONE: built the thing\n");
+    std::fs::write(&task_file, &t).unwrap();
+    ws.ok(&["task", "complete", "01-01"]);
+    t = std::fs::read_to_string(&task_file).unwrap();
+    t.push_str("\n## Review\nPASS\n");
+    std::fs::write(&task_file, &t).unwrap();
+    ws.ok(&["task", "update", "01-01", "--status", "reviewing"]);
+    assert!(!ws.path(".planning/phases/01-a/01-01-SUMMARY.md").exists());
+    ws.ok(&["task", "update", "01-01", "--status", "done"]);
+    let s = std::fs::read_to_string(ws.path(".planning/phases/01-a/01-01-SUMMARY.md")).unwrap();
+    assert!(s.contains("**built the thing**"), "{s}");
+    assert!(
+        s.contains("## Accomplishments\n\nDONE: built the thing\n"),
+        "{s}"
+    );
+    let state = std::fs::read_to_string(ws.path(".planning/STATE.md")).unwrap();
+    assert_eq!(state, "# Project State\n\nProgress: [██████████] 100%\n");
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(v["complete"], 1);
+    assert!(v["notes"].as_array().unwrap().is_empty(), "{v}");
+    assert_eq!(ws.status("01-a"), "done");
+    ws.check_ok();
+}

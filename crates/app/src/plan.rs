@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use warden_core::failure::Failure;
+use warden_core::gsd;
+use warden_core::model::Status;
 use warden_core::model::{Task, TaskId};
 use warden_core::ops::{self, Initial};
-use warden_core::plan_ops::{self, ScannedPhase, ScannedPlan};
+use warden_core::plan_ops::{self, SyncNote, SyncNoteKind};
 use warden_core::tree::{self, AgentStatus, ApplySummary, Next, PlanFile, PlanNode, TreeIndex};
 use warden_store::{Batch, files};
 
@@ -28,14 +30,32 @@ pub struct Imported {
 /// What `plan sync` reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Synced {
-    /// Phase directories read.
+    /// The directory read.
+    pub dir: String,
+    /// It is outside the project: no evidence files, nothing written back.
+    pub read_only: bool,
+    /// Phase directories read (with archived milestones and the quick-task group).
     pub phases: usize,
+    /// Phase directories without a plan: no task, not counted.
+    pub phases_without_plans: Vec<String>,
     /// Plans read.
     pub plans: usize,
-    /// Plans with a SUMMARY.md.
+    /// Plans GSD's files count as done.
     pub complete: usize,
     /// Tasks created or changed.
     pub changed: usize,
+    /// Tasks created.
+    pub created: Vec<TaskId>,
+    /// Tasks whose spec (or phase status) changed.
+    pub updated: Vec<TaskId>,
+    /// Plans finished outside Warden, moved to done now.
+    pub finished_outside: Vec<TaskId>,
+    /// The dependency edges made from GSD's order.
+    pub edges: gsd::sync::Edges,
+    /// Tasks left alone, and why.
+    pub notes: Vec<SyncNote>,
+    /// Everything the reader skipped, guessed or could not resolve.
+    pub warnings: Vec<gsd::Warning>,
 }
 
 /// `plan apply`'s request: the edited tree, the node the agent worked on, what it
@@ -229,100 +249,199 @@ impl App {
         summary.ok_or_else(|| Failure::internal("plan apply decided nothing; this is a Warden bug"))
     }
 
-    /// `plan sync`: reads a `.planning/` directory (default: `.planning` at the project
-    /// root) and creates or updates its phases and plans.
+    /// `plan sync`: reads a get-shit-done `.planning/` directory (default: `.planning` at
+    /// the project root) and creates or updates the tasks of its phases and plans (see
+    /// `warden_core::gsd::sync` for what they hold and `plan_ops::planning_sync` for the
+    /// rules). Plans finished outside Warden whose tasks have a branch reach `done`
+    /// through `merge-ri`, one write each; a merge that fails leaves the task where it
+    /// was, with a note.
     pub fn plan_sync(&self, dir: Option<PathBuf>) -> Result<Synced> {
         let dir = dir.unwrap_or_else(|| self.ws().root.join(".planning"));
-        let scanned = scan_planning(&dir)?;
         let shown = dir.display().to_string();
-        let changes = self.eng.write_batch(|prev| {
-            let changes = plan_ops::planning_sync(
-                prev,
-                &scanned,
-                &self.eng.config.limits,
-                &self.ctx(&shown),
-            )?;
+        let place = self.place(&dir)?;
+        let tree = crate::gsd_read::read_planning(&dir)?;
+        let mut wanted = gsd::sync::plan(&tree, &place, self.eng.config.limits.max_attempts);
+        let mut warnings = tree.warnings.clone();
+        warnings.append(&mut wanted.warnings);
+        let has_branch = |id: &TaskId| self.ws().worktree(id).join(".git").exists();
+        let decide =
+            |prev: &[Task]| plan_ops::planning_sync(prev, &wanted, &has_branch, &self.ctx(&shown));
+        let mut decision = None;
+        let mut committed = self.eng.write_batch(|prev| {
+            let d = decide(prev)?;
+            let changes = d.changes.clone();
+            decision = Some(d);
             Ok(Batch {
                 changes,
                 ..Default::default()
             })
         })?;
-        let plans = scanned.iter().map(|p| p.plans.len()).sum();
-        let complete = scanned
-            .iter()
-            .flat_map(|p| &p.plans)
-            .filter(|p| p.done)
-            .count();
+        let decision = decision.unwrap_or_default();
+        let mut notes = decision.notes;
+        let mut finished = Vec::new();
+        for f in &decision.finish {
+            match self.finish_outside(f, &shown) {
+                Ok(()) => finished.push(f.task.clone()),
+                Err(e) => notes.push(SyncNote {
+                    kind: SyncNoteKind::SummaryWhileActive,
+                    task: f.task.clone(),
+                    message: format!("{}: not moved to done: {}", f.task, e.message),
+                }),
+            }
+        }
+        if !finished.is_empty() {
+            // Their phases may be done now.
+            committed.extend(self.eng.write_batch(|prev| {
+                Ok(Batch {
+                    changes: decide(prev)?.changes,
+                    ..Default::default()
+                })
+            })?);
+        }
+        let mut created = Vec::new();
+        let mut changed = Vec::new();
+        for ch in &committed {
+            let Some(t) = &ch.after else { continue };
+            let id = t.id().clone();
+            if ch.before.is_none() {
+                created.push(id);
+            } else if t.status() == Status::Done
+                && ch
+                    .before
+                    .as_ref()
+                    .is_some_and(|b| b.status() != Status::Done)
+                && ch
+                    .after
+                    .as_ref()
+                    .and_then(|t| t.spec.parent.as_ref())
+                    .is_some()
+            {
+                finished.push(id);
+            } else {
+                changed.push(id);
+            }
+        }
+        finished.sort();
+        finished.dedup();
+        changed.retain(|c| !finished.contains(c));
+        changed.sort();
+        changed.dedup();
+        let plans: Vec<&gsd::Plan> = tree.plans().collect();
         Ok(Synced {
-            phases: scanned.len(),
-            plans,
-            complete,
-            changed: changes.len(),
+            dir: shown,
+            read_only: place.inside.is_none(),
+            phases: tree.phases.len(),
+            phases_without_plans: wanted.empty_phases.clone(),
+            plans: plans.len(),
+            complete: plans.iter().filter(|p| p.done).count(),
+            changed: created.len() + changed.len() + finished.len(),
+            created,
+            updated: changed,
+            finished_outside: finished,
+            edges: wanted.edges,
+            notes,
+            warnings,
         })
+    }
+
+    /// Where a `.planning/` directory is, as its tasks record it: relative to the project
+    /// root when inside it (its real path, links resolved), else absolute and read only.
+    fn place(&self, dir: &Path) -> Result<gsd::sync::Place> {
+        let real = std::fs::canonicalize(dir).map_err(|e| {
+            Failure::usage(format!(
+                "cannot read {}: {e}; plan sync reads a get-shit-done .planning/ directory (phases/NN-name/NN-MM-PLAN.md)",
+                dir.display()
+            ))
+        })?;
+        let root =
+            std::fs::canonicalize(&self.ws().root).unwrap_or_else(|_| self.ws().root.clone());
+        let inside = real
+            .strip_prefix(&root)
+            .ok()
+            .and_then(|r| r.to_str())
+            .filter(|r| warden_core::model::is_inside_path(r))
+            .map(str::to_owned);
+        Ok(gsd::sync::Place {
+            root: inside.clone().unwrap_or_else(|| real.display().to_string()),
+            inside,
+        })
+    }
+
+    /// Moves one plan finished outside Warden to `done` through `merge-ri`.
+    fn finish_outside(&self, f: &plan_ops::FinishOutside, shown: &str) -> Result<()> {
+        self.eng.write_task(&f.task, None, |t, _doc| {
+            let m = warden_runner::pipeline::merge_ri(&self.eng, t);
+            let change = plan_ops::finish_outside(t, f, (m.status, m.detail), &self.ctx(shown))?;
+            Ok(warden_store::Decision {
+                change,
+                retryable: m.status != warden_core::model::PhaseStatus::Success,
+                memory: None,
+            })
+        })?;
+        Ok(())
     }
 }
 
-/// Scans `.planning/phases/NN-name/NN-MM-PLAN.md` (get-shit-done's layout).
-fn scan_planning(dir: &Path) -> Result<Vec<ScannedPhase>> {
-    let phases_dir = dir.join("phases");
-    let entries = std::fs::read_dir(&phases_dir).map_err(|e| {
-        Failure::usage(format!(
-            "cannot read {}: {e}; plan sync expects .planning/phases/NN-name/NN-MM-PLAN.md",
-            phases_dir.display()
-        ))
-    })?;
-    let mut phase_dirs: Vec<(String, PathBuf)> = Vec::new();
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        let numbered = name
-            .split('-')
-            .next()
-            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-        if is_dir && numbered {
-            phase_dirs.push((name, e.path()));
+/// How often `plan sync --watch` syncs when no change is seen (a safety net for file
+/// systems that send no events).
+pub const WATCH_FALLBACK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Changes arriving within this window after the first are taken together.
+const WATCH_SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl App {
+    /// `plan sync --watch`: syncs, then syncs again whenever something changes under the
+    /// `.planning/` directory (file-system events; every [`WATCH_FALLBACK`] without
+    /// one), until `stop` is set. A plan a person adds while `warden run` goes on becomes
+    /// a task at once, and the supervisor (which wakes on every commit) schedules it. A
+    /// failed sync is reported to `on_sync` and the loop goes on.
+    pub fn plan_sync_watch(
+        &self,
+        dir: Option<PathBuf>,
+        stop: &std::sync::atomic::AtomicBool,
+        on_sync: &mut dyn FnMut(Result<Synced>),
+    ) -> Result<()> {
+        use notify::Watcher;
+        use std::sync::atomic::Ordering;
+        let dir = dir.unwrap_or_else(|| self.ws().root.join(".planning"));
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            // Reads (access events) change nothing; every other event may.
+            if ev.is_ok_and(|e| !e.kind.is_access()) {
+                let _ = tx.send(());
+            }
+        })
+        .map_err(|e| Failure::internal(format!("cannot watch {}: {e}", dir.display())))?;
+        watcher
+            .watch(&dir, notify::RecursiveMode::Recursive)
+            .map_err(|e| {
+                Failure::usage(format!(
+                    "cannot watch {}: {e}; plan sync reads a get-shit-done .planning/ directory",
+                    dir.display()
+                ))
+            })?;
+        on_sync(self.plan_sync(Some(dir.clone())));
+        let mut last = std::time::Instant::now();
+        while !stop.load(Ordering::SeqCst) {
+            match rx.recv_timeout(std::time::Duration::from_millis(250)) {
+                Ok(()) => {}
+                // Nothing seen: sync now and then anyway.
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    if last.elapsed() >= WATCH_FALLBACK => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Failure::internal(format!(
+                        "the watch of {} stopped",
+                        dir.display()
+                    )));
+                }
+            }
+            // Let a burst of writes (an editor's save, a plan with its summary) settle.
+            std::thread::sleep(WATCH_SETTLE);
+            while rx.try_recv().is_ok() {}
+            on_sync(self.plan_sync(Some(dir.clone())));
+            last = std::time::Instant::now();
         }
+        Ok(())
     }
-    phase_dirs.sort();
-    let mut out = Vec::new();
-    for (name, path) in phase_dirs {
-        let id = TaskId::new(&name.to_lowercase()).map_err(|e| {
-            Failure::refused(format!("phase directory {name:?} cannot be a task id: {e}"))
-        })?;
-        let mut plans: Vec<(String, PathBuf)> = std::fs::read_dir(&path)
-            .map_err(|e| Failure::internal(format!("cannot read {}: {e}", path.display())))?
-            .flatten()
-            .filter_map(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.strip_suffix("-PLAN.md")
-                    .map(|stem| (stem.to_owned(), e.path()))
-            })
-            .collect();
-        plans.sort();
-        let mut scanned = Vec::new();
-        for (stem, plan_path) in plans {
-            let pid = TaskId::new(&stem.to_lowercase())
-                .map_err(|e| Failure::refused(format!("plan {stem:?} cannot be a task id: {e}")))?;
-            let title = files::read_text(dir, &plan_path)
-                .ok()
-                .and_then(|t| {
-                    t.lines()
-                        .find_map(|l| l.strip_prefix("# ").map(|s| s.trim().to_owned()))
-                })
-                .filter(|t| !t.is_empty())
-                .unwrap_or_else(|| stem.clone());
-            let done = path.join(format!("{stem}-SUMMARY.md")).is_file();
-            scanned.push(ScannedPlan {
-                id: pid,
-                title,
-                done,
-            });
-        }
-        out.push(ScannedPhase {
-            id,
-            title: name,
-            plans: scanned,
-        });
-    }
-    Ok(out)
 }

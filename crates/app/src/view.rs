@@ -54,6 +54,12 @@ pub struct TaskView {
     pub auto_heal: Vec<Phase>,
     /// Work, prechecks and postchecks.
     pub spec: Specs,
+    /// The file whose content counts as the Handoff (a GSD plan's SUMMARY.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    /// What made the task when a tool did (`plan sync`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<warden_core::model::Origin>,
     /// The git branch.
     pub branch: String,
     /// The session believed alive.
@@ -103,6 +109,8 @@ impl TaskView {
             resume_from_phase: t.resume_from_phase(),
             auto_heal: t.auto_heal().to_vec(),
             spec: t.spec.spec.clone(),
+            evidence: t.spec.evidence.clone(),
+            origin: t.spec.origin.clone(),
             branch: t.branch(),
             session: t.live_session().map(str::to_owned),
             dead: t.is_dead(),

@@ -35,12 +35,17 @@ pub enum PlanCmd {
     Apply(ApplyArgs),
     /// Name the leftmost open leaf whose dependencies are done.
     Next,
-    /// Read a .planning/ directory (phases/NN-name/NN-MM-PLAN.md, NN-MM-SUMMARY.md when done).
-    #[command(after_help = "Examples:\n  warden plan sync\n  warden plan sync path/to/.planning")]
+    /// Read a get-shit-done .planning/ directory: its phases and plans become tasks.
+    #[command(
+        after_help = "Phases (phases/NN-name/, milestones/vX-phases/, quick/) become tasks in GSD's\nnumeric order; each plan (NN-MM-PLAN.md and GSD's other namings) becomes an agent\ntask under its phase, with the plan's text as its instructions, GSD's depends_on,\nwaves and phase order as dependencies, and its NN-MM-SUMMARY.md as the evidence\nthat counts as its handoff. Plans whose SUMMARY.md has content are done. Sync\nnever touches a task it did not make, never moves a done task back, and never\ndecides for a task someone is working on; what it left alone is listed.\n\nExamples:\n  warden plan sync\n  warden plan sync path/to/.planning\n  warden plan sync --watch      # again on every change, until Ctrl-C"
+    )]
     Sync {
         /// The .planning directory (default: .planning at the project root).
         #[arg(id = "planning_dir", value_name = "DIR")]
         planning_dir: Option<PathBuf>,
+        /// Sync again whenever something under the directory changes (JSON lines with --json).
+        #[arg(long)]
+        watch: bool,
     },
 }
 
@@ -97,20 +102,85 @@ pub fn run(g: &Global, cmd: PlanCmd) -> Result<()> {
             }
             Ok(())
         }
-        PlanCmd::Sync { planning_dir } => {
+        PlanCmd::Sync {
+            planning_dir,
+            watch,
+        } => {
             let dir = planning_dir.unwrap_or_else(|| app.ws().root.join(".planning"));
-            let shown = dir.display().to_string();
-            let s = app.plan_sync(Some(dir))?;
-            if g.json {
-                out::json(&s);
-            } else {
-                out::line(&format!(
-                    "synced {} phase(s), {} plan(s) ({} complete) from {shown}; {} task(s) changed",
-                    s.phases, s.plans, s.complete, s.changed
-                ));
+            if !watch {
+                let s = app.plan_sync(Some(dir))?;
+                print_synced(g, &s, false);
+                return Ok(());
             }
-            Ok(())
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register(sig, std::sync::Arc::clone(&stop)).map_err(|e| {
+                    Failure::internal(format!("cannot install a signal handler: {e}"))
+                })?;
+            }
+            app.plan_sync_watch(Some(dir), &stop, &mut |r| match r {
+                Ok(s) => print_synced(g, &s, true),
+                Err(f) => {
+                    crate::out::failure(&f, g.json);
+                }
+            })
         }
+    }
+}
+
+/// A sync's report: one JSON document (a line under `--watch`), or a summary line, what
+/// was left alone and every warning of the reader.
+fn print_synced(g: &Global, s: &warden_app::plan::Synced, watching: bool) {
+    if g.json {
+        if watching {
+            out::line(&serde_json::to_string(s).unwrap_or_default());
+        } else {
+            out::json(s);
+        }
+        return;
+    }
+    let mut text = format!(
+        "synced {} phase(s), {} plan(s) ({} complete) from {}; {} task(s) changed\n",
+        s.phases, s.plans, s.complete, s.dir, s.changed
+    );
+    let list = |v: &[warden_core::model::TaskId]| {
+        v.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(", ")
+    };
+    if !s.created.is_empty() {
+        text.push_str(&format!("  created: {} task(s)\n", s.created.len()));
+    }
+    if !s.updated.is_empty() {
+        text.push_str(&format!("  updated: {}\n", list(&s.updated)));
+    }
+    if !s.finished_outside.is_empty() {
+        text.push_str(&format!(
+            "  finished outside Warden, now done: {}\n",
+            list(&s.finished_outside)
+        ));
+    }
+    let e = &s.edges;
+    text.push_str(&format!(
+        "  order: {} declared, {} wave, {} one-by-one and {} phase-order dependencies\n",
+        e.declared, e.wave, e.sequence, e.phase
+    ));
+    if !s.phases_without_plans.is_empty() {
+        text.push_str(&format!(
+            "  phases without plans (no task until they have one): {}\n",
+            s.phases_without_plans.join(", ")
+        ));
+    }
+    if s.read_only {
+        text.push_str(
+            "  read only: the directory is outside the project, nothing is written back\n",
+        );
+    }
+    for n in &s.notes {
+        text.push_str(&format!("note: {}\n", n.message));
+    }
+    out::print(&text);
+    // Warnings are about the files, for the person who keeps them: on stderr.
+    for w in &s.warnings {
+        eprintln!("warning: {}: {}", w.path, w.message);
     }
 }
 

@@ -19,9 +19,18 @@
 //! | `hang`        | sleeps until killed                      | sleeps              |
 //! | `linger`      | `good`, then edits `late.txt` 2 s later and exits | `PASS`     |
 //! | `linger-forever` | `good`, then keeps running until killed | `PASS`            |
+//! | `gsd`         | a get-shit-done plan (see below), `task complete` | `PASS`     |
+//! | `gsd-handoff` | like `gsd`, but writes no SUMMARY.md     | `PASS`              |
+//! | `gsd-wait`    | like `gsd`, once `.warden/sim-release` exists | `PASS`         |
 //!
 //! A heal session (its prompt says a phase failed) writes `fixed.txt` and exits. Every
 //! session writes its pid to `.sim-pid-<role>` beside TASK.md, so a test can see it end.
+//!
+//! The `gsd` workers act as an agent given a plan by `plan sync`: they append a line to
+//! `.warden/sim-gsd.log` (the task, the plan file their prompt names, and whether the
+//! prompt holds that PLAN.md's objective and tasks), write a file of work, write the
+//! plan's SUMMARY.md where the prompt says (relative to their working directory) and a
+//! `## Handoff`, then run `warden task complete`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -119,6 +128,7 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
             eprintln!("agent-sim: crashing on purpose");
             std::process::exit(1);
         }
+        ("worker", s) if s.starts_with("gsd") => gsd_worker(&id, &task_file, &prompt, s),
         ("worker", s) => {
             let n = bump(&task_file, "handoff");
             // Real work in the worktree (the session's cwd): a file the commit picks up.
@@ -193,4 +203,65 @@ fn find_token(text: &str) -> Option<String> {
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
         .collect();
     (!name.is_empty()).then_some(name)
+}
+
+/// The text between `start` and the next backtick after it, in `prompt`.
+fn quoted_after<'a>(prompt: &'a str, start: &str) -> Option<&'a str> {
+    let i = prompt.find(start)? + start.len();
+    let rest = &prompt[i..];
+    rest.find('`').map(|j| &rest[..j])
+}
+
+/// The inner text of `<tag>…</tag>` in `text`, trimmed.
+fn block<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let i = text.find(&open)? + open.len();
+    let j = text[i..].find(&close)? + i;
+    Some(text[i..j].trim())
+}
+
+/// A worker given a get-shit-done plan by `plan sync` (see the module docs).
+fn gsd_worker(id: &str, task_file: &Path, prompt: &str, scenario: &str) -> Result<(), Failure> {
+    let root = PathBuf::from(env("WARDEN_DIR")?);
+    let plan = quoted_after(prompt, "get-shit-done plan `").unwrap_or("");
+    let plan_text = std::fs::read_to_string(root.join(plan)).unwrap_or_default();
+    let parts: Vec<&str> = ["objective", "tasks"]
+        .iter()
+        .filter_map(|t| block(&plan_text, t))
+        .collect();
+    let holds = !parts.is_empty() && parts.iter().all(|p| prompt.contains(p));
+    let log = root.join(".warden/sim-gsd.log");
+    let mut line = std::fs::read_to_string(&log).unwrap_or_default();
+    line.push_str(&format!("{id} plan={plan} prompt_has_plan={holds}\n"));
+    std::fs::write(&log, line)
+        .map_err(|e| Failure::internal(format!("agent-sim cannot write {}: {e}", log.display())))?;
+    if scenario == "gsd-wait" {
+        let release = root.join(".warden/sim-release");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !release.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    // Real work in the worktree (the session's cwd): a file the commit picks up.
+    let _ = std::fs::write(format!("{id}.txt"), format!("work of {id}\n"));
+    if scenario != "gsd-handoff"
+        && let Some(summary) = quoted_after(prompt, "SUMMARY.md format to `")
+    {
+        let path = Path::new(summary);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        std::fs::write(
+            path,
+            format!("---\nplan: {id}\n---\n\n# {id} Summary\n\n**Done by agent-sim.**\n"),
+        )
+        .map_err(|e| Failure::internal(format!("agent-sim cannot write {summary}: {e}")))?;
+    }
+    append(
+        task_file,
+        &format!("\n## Handoff\nDONE: carried out plan {plan}\nUNCERTAIN: nothing\n"),
+    )?;
+    let code = warden(&["task", "complete", id])?;
+    std::process::exit(code);
 }

@@ -722,7 +722,17 @@ fn sync_follows_the_planning_directory() {
     ws.write(".planning/phases/02-build/02-01-PLAN.md", "# Build it\n");
     ws.write(".planning/phases/notes/README.md", "not a phase\n");
     let v = ws.json(&["plan", "sync"]);
-    assert_eq!(v["phases"], 2);
+    // `phases/notes` has no GSD number and no plan: a warning, and no task.
+    assert_eq!(v["phases"], 3);
+    assert_eq!(v["phases_without_plans"], json!(["phases/notes"]));
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["path"] == "phases/notes" && w["kind"] == "no_phase_number"),
+        "{v}"
+    );
     assert_eq!(v["plans"], 3);
     assert_eq!(v["complete"], 1);
     let phase = ws.show("01-setup");
@@ -730,8 +740,12 @@ fn sync_follows_the_planning_directory() {
     let p = ws.show("01-01");
     assert_eq!(p["title"], "Set up the repo");
     assert_eq!(p["passes"], true, "a plan with a SUMMARY passes");
+    assert_eq!(p["status"], "done");
     assert_eq!(ws.show("01-02")["passes"], false);
     assert_eq!(ws.show("02-01")["parent"], "02-build");
+    // Old plans run one by one; a phase starts when the one before it is done.
+    assert_eq!(ws.show("01-02")["depends_on"], json!(["01-01"]));
+    assert_eq!(ws.show("02-01")["depends_on"], json!(["01-01", "01-02"]));
     assert_eq!(ws.tasks().len(), 5);
 
     // Syncing again without changes changes nothing.
@@ -749,15 +763,31 @@ fn sync_follows_the_planning_directory() {
         .collect();
     assert_eq!(versions, again);
 
-    // The filesystem is the truth: a deleted SUMMARY stops the plan passing.
+    // A done task never moves back: a deleted SUMMARY is reported, not obeyed.
     std::fs::remove_file(ws.path(".planning/phases/01-setup/01-01-SUMMARY.md")).unwrap();
-    ws.ok(&["plan", "sync"]);
-    assert_eq!(ws.show("01-01")["passes"], false, "no SUMMARY, no pass");
-    // And a new SUMMARY passes the other plan.
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(ws.show("01-01")["status"], "done");
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["task"] == "01-01" && n["kind"] == "done_in_warden_only"),
+        "{v}"
+    );
+    // A new SUMMARY of a plan nobody started: finished outside Warden, with its reason.
     ws.write(".planning/phases/01-setup/01-02-SUMMARY.md", "Done.\n");
-    ws.ok(&["plan", "sync"]);
-    assert_eq!(ws.show("01-02")["passes"], true);
-    assert_eq!(ws.show("01-01")["passes"], false);
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(v["finished_outside"], json!(["01-02"]), "{v}");
+    assert_eq!(ws.show("01-02")["status"], "done");
+    assert_eq!(ws.show("01-setup")["status"], "done", "every plan is done");
+    let h = text(&ws.ok(&["history", "01-02"]).stdout);
+    assert!(
+        h.contains(
+            "plan sync: finished outside Warden (.planning/phases/01-setup/01-02-SUMMARY.md exists)"
+        ),
+        "{h}"
+    );
     ws.check_ok();
 }
 

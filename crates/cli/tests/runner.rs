@@ -10,6 +10,8 @@ mod concurrency;
 mod crash_matrix;
 mod dashboard;
 mod front_ends;
+mod gsd_e2e;
+mod gsd_sync;
 mod mcp;
 mod pg_runners;
 mod run_e2e;

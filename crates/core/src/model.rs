@@ -279,6 +279,41 @@ pub struct TaskSpec {
     pub spec: Specs,
     /// Failed attempts allowed before the task is stuck.
     pub max_attempts: u32,
+    /// A file, relative to the project root, whose content counts as this task's
+    /// `## Handoff` (DESIGN 2.1's gate at `working → agent-review`, and exit monitoring):
+    /// a get-shit-done plan's `NN-MM-SUMMARY.md`. Read at the moment of the transition,
+    /// in the task's worktree first, then in the project root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    /// What made the task when a tool did: `plan sync` changes only the tasks it made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// The tool that made a task and what the task stands for in that tool's files.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Origin {
+    /// The tool: `gsd` (`plan sync` of a get-shit-done `.planning/` directory).
+    pub tool: String,
+    /// The directory the tool read: relative to the project root when inside it (then
+    /// Warden also writes back there), else absolute.
+    pub root: String,
+    /// The file or directory the task stands for, relative to `root`.
+    pub path: String,
+}
+
+/// Whether `path` is a relative path that stays inside the directory it is relative to:
+/// not empty, not absolute, no `..`, no NUL, `/`-separated. (Symlinks are the reader's
+/// concern: Warden's safe reads refuse them.)
+pub fn is_inside_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= 4096
+        && !path.starts_with('/')
+        && !path.contains(['\\', '\0'])
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
 impl TaskSpec {
@@ -294,6 +329,8 @@ impl TaskSpec {
             workflow,
             spec: Specs::default(),
             max_attempts,
+            evidence: None,
+            origin: None,
         }
     }
 

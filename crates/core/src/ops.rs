@@ -345,6 +345,14 @@ pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change,
 
 /// Checks the user-owned fields of a spec.
 pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
+    if let Some(e) = &spec.evidence
+        && !crate::model::is_inside_path(e)
+    {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {}: the evidence file {e:?} must be a relative path inside the project (no `..`, not absolute)",
+            spec.id
+        )));
+    }
     if spec.max_attempts == 0 {
         return Err(Refusal::InvalidSpec(format!(
             "task {}: max_attempts must be at least 1",
@@ -470,7 +478,11 @@ pub fn check_transition(
                 return Err(Refusal::NeedsHandoff {
                     from,
                     to,
-                    file: file(),
+                    // A task with an evidence file passes the gate with either.
+                    file: match &task.spec.evidence {
+                        Some(e) => format!("{} or content in its evidence file {e}", file()),
+                        None => file(),
+                    },
                 });
             };
             needs.commit = true;

@@ -713,3 +713,86 @@ fn stuck_to_agent_review_needs_handoff_and_guard() {
 fn code(e: &Refusal) -> u8 {
     Failure::from(e.clone()).code.code()
 }
+
+/// A task with an evidence file (`TaskSpec::evidence`): the file's content counts as the
+/// `## Handoff` at `working → agent-review` and in exit monitoring, its digest is the
+/// recorded evidence, and without it the refusal names both places.
+#[test]
+fn an_evidence_file_counts_as_the_handoff() {
+    let summary = ".planning/phases/01-a/01-01-SUMMARY.md";
+    let mut spec = TaskSpec::new(TaskId::new("t1").unwrap(), WorkflowKind::Review, 3);
+    spec.evidence = Some(summary.into());
+    let t = create(spec, Initial::NEW, &ctx()).unwrap().after.unwrap();
+    let t = transition(&t, Status::Working, &input(art(false, None), None), &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    // Nothing written: refused, naming TASK.md and the evidence file.
+    let err = transition(
+        &t,
+        Status::AgentReview,
+        &input(art(false, None), None),
+        &ctx(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "working → agent-review needs a non-empty \"## Handoff\" section in .warden/tasks/t1/TASK.md or content in its evidence file {summary}"
+        )
+    );
+    // A frontmatter-only or empty file is no evidence; a file with content is.
+    assert_eq!(
+        crate::artifact::file_evidence(summary, "---\nphase: 1\n---\n \n"),
+        None
+    );
+    assert_eq!(
+        crate::artifact::file_evidence(summary, "<!-- todo -->\n"),
+        None
+    );
+    let ev = crate::artifact::file_evidence(summary, "---\nphase: 1\n---\nDone.\n").unwrap();
+    assert_eq!(ev.section, summary);
+    let a = Artifacts {
+        handoff: Some(ev.clone()),
+        ..Default::default()
+    };
+    let ch = transition(&t, Status::AgentReview, &input(a.clone(), None), &ctx()).unwrap();
+    assert_eq!(ch.after.as_ref().unwrap().status(), Status::AgentReview);
+    let recorded = ch.events.iter().find_map(|e| match &e.kind {
+        EventKind::StatusChanged { evidence, .. } => evidence.clone(),
+        _ => None,
+    });
+    assert_eq!(recorded.map(|e| e.digest), Some(ev.digest.clone()));
+    // Exit monitoring reads the same artifacts.
+    let d = crate::exit::decide(&t, &a, &crate::exit::ExitReport::default(), &ctx().limits);
+    assert!(
+        matches!(
+            d.action,
+            crate::exit::ExitAction::Advance {
+                to: Status::AgentReview,
+                ..
+            }
+        ),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn an_evidence_file_must_stay_inside_the_project() {
+    for (path, ok) in [
+        (".planning/phases/01-a/01-01-SUMMARY.md", true),
+        ("SUMMARY.md", true),
+        ("../outside.md", false),
+        ("/etc/passwd", false),
+        (".planning/../../x.md", false),
+        ("a//b.md", false),
+        ("./a.md", false),
+        ("", false),
+        ("a\\..\\b", false),
+    ] {
+        let mut spec = TaskSpec::new(TaskId::new("t1").unwrap(), WorkflowKind::Review, 3);
+        spec.evidence = Some(path.into());
+        assert_eq!(validate_spec(&spec).is_ok(), ok, "{path:?}");
+    }
+}

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::event::EventKind;
-use crate::model::{Limits, Status, Task, TaskId, TaskSpec, WorkflowKind};
+use crate::model::{Status, Task, TaskId};
 use crate::ops::{Change, Ctx, Outcome, Refusal};
 use crate::tree::TreeUpdate;
 
@@ -96,128 +96,384 @@ pub fn plan_applied(
         .collect()
 }
 
-/// A phase directory found by `plan sync` (`phases/NN-name/`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScannedPhase {
-    /// `NN-name`, lower-cased.
-    pub id: TaskId,
-    /// A title for a new phase task.
-    pub title: String,
-    /// Its plans, in file order.
-    pub plans: Vec<ScannedPlan>,
+/// Why `plan sync` left a task as it is, or what it wants a person to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncNoteKind {
+    /// A task with the plan's id exists and `plan sync` did not make it: never touched.
+    NotOurs,
+    /// Done in Warden, but GSD's files say the plan is not done (its SUMMARY.md is
+    /// missing or empty): a done task never moves back.
+    DoneInWardenOnly,
+    /// Done by GSD's files while an agent or a person holds the task: the gate decides
+    /// (the SUMMARY.md counts as its handoff), not sync.
+    SummaryWhileActive,
+    /// A task sync made whose plan file is gone: kept (sync never deletes).
+    PlanGone,
+    /// A done phase holds a plan that is not done.
+    PhaseReopened,
 }
 
-/// A plan file found by `plan sync` (`NN-MM-PLAN.md`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScannedPlan {
-    /// `NN-MM`.
-    pub id: TaskId,
-    /// A title for a new plan task.
-    pub title: String,
-    /// Its `NN-MM-SUMMARY.md` exists.
-    pub done: bool,
+/// One note of a sync.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SyncNote {
+    /// What kind.
+    pub kind: SyncNoteKind,
+    /// The task.
+    pub task: TaskId,
+    /// A sentence for a person.
+    pub message: String,
 }
 
-/// `plan sync`: the filesystem is the source of truth. Missing phases and plans are
-/// created; a plan with a SUMMARY.md passes (and is done); one whose SUMMARY.md was
-/// deleted stops passing (and is pending again); a phase passes iff all its plans pass.
+/// A plan finished outside Warden whose task has a branch: it reaches `done` through
+/// `merge-ri`, one write per task (see `warden-app`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishOutside {
+    /// The task.
+    pub task: TaskId,
+    /// The reason recorded with the move.
+    pub reason: String,
+    /// The SUMMARY.md and its digest, the evidence recorded with the move.
+    pub evidence: Option<crate::event::EvidenceRef>,
+}
+
+/// What `plan sync` decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncDecision {
+    /// One change per task created or changed, phases before their plans, in tree order.
+    pub changes: Vec<Change>,
+    /// Plans finished outside Warden whose tasks have a branch to merge first.
+    pub finish: Vec<FinishOutside>,
+    /// What was left alone, and why.
+    pub notes: Vec<SyncNote>,
+}
+
+/// The reason recorded when sync moves a plan finished outside Warden to `done`.
+pub fn finished_outside_reason(summary: &str) -> String {
+    format!("plan sync: finished outside Warden ({summary} exists)")
+}
+
+/// `plan sync` (DESIGN 2.6, with get-shit-done's real layouts): creates the tasks of new
+/// phases and plans, updates the specs of tasks it made, and moves a plan's task to
+/// `done` when GSD's files say it is done and nobody holds it. It never touches a task it
+/// did not make (no matching [`crate::model::Origin`]), never moves a `done` task back,
+/// and never decides for a task an agent or a person holds (`working`, `agent-review`,
+/// `reviewing`, `clarification`): their gates do. `has_branch` says whether a task has a
+/// git branch with work: such a task is left to [`SyncDecision::finish`].
 pub fn planning_sync(
     tasks: &[Task],
-    scanned: &[ScannedPhase],
-    limits: &Limits,
+    plan: &crate::gsd::sync::SyncPlan,
+    has_branch: &dyn Fn(&TaskId) -> bool,
     ctx: &Ctx<'_>,
-) -> Result<Vec<Change>, Refusal> {
+) -> Result<SyncDecision, Refusal> {
+    use crate::gsd::sync::TOOL;
     let by_id: BTreeMap<&TaskId, &Task> = tasks.iter().map(|t| (t.id(), t)).collect();
-    let mut changes = Vec::new();
-    for (i, phase) in scanned.iter().enumerate() {
-        let all_done = !phase.plans.is_empty() && phase.plans.iter().all(|p| p.done);
-        for (j, plan) in phase.plans.iter().enumerate() {
-            match by_id.get(&plan.id) {
-                None => {
-                    let mut spec =
-                        TaskSpec::new(plan.id.clone(), WorkflowKind::Review, limits.max_attempts);
-                    spec.title = plan.title.clone();
-                    spec.parent = Some(phase.id.clone());
-                    spec.order = j as i64;
-                    changes.push(Change::build(
-                        None,
-                        &plan.id,
-                        vec![EventKind::TaskCreated {
-                            spec,
-                            status: if plan.done {
-                                Status::Done
-                            } else {
-                                Status::Pending
-                            },
-                            passes: plan.done,
-                            attempts: 0,
-                        }],
-                        ctx,
-                        Outcome::Applied,
-                    )?);
-                }
-                Some(t) => {
-                    if let Some(ch) = sync_passes(t, plan.done, "SUMMARY.md", ctx)? {
-                        changes.push(ch);
-                    }
-                }
-            }
-        }
-        match by_id.get(&phase.id) {
-            None => {
-                let mut spec =
-                    TaskSpec::new(phase.id.clone(), WorkflowKind::Review, limits.max_attempts);
-                spec.title = phase.title.clone();
-                spec.order = i as i64;
-                changes.push(Change::build(
+    let root = plan
+        .tasks
+        .first()
+        .and_then(|w| w.spec.origin.as_ref())
+        .map(|o| o.root.clone());
+    let ours = |t: &Task| {
+        t.spec
+            .origin
+            .as_ref()
+            .is_some_and(|o| o.tool == TOOL && Some(&o.root) == root.as_ref())
+    };
+    let mut out = SyncDecision::default();
+    // Whether each plan's task is done after this sync, for its phase.
+    let mut done_after: BTreeMap<&TaskId, bool> = BTreeMap::new();
+    let skipped: std::collections::BTreeSet<&TaskId> = plan
+        .tasks
+        .iter()
+        .filter(|w| by_id.get(&w.spec.id).is_some_and(|t| !ours(t)))
+        .map(|w| &w.spec.id)
+        .collect();
+    let note = |out: &mut SyncDecision, kind, task: &TaskId, message: String| {
+        out.notes.push(SyncNote {
+            kind,
+            task: task.clone(),
+            message,
+        });
+    };
+    // Plans first (a phase's status follows them), then phases; output in tree order.
+    let mut per_task: BTreeMap<&TaskId, Change> = BTreeMap::new();
+    for w in plan.tasks.iter().filter(|w| w.is_plan) {
+        let id = &w.spec.id;
+        let mut spec = w.spec.clone();
+        // Dependencies on tasks sync does not own would tie its plans to a person's tasks.
+        spec.depends_on.retain(|d| !skipped.contains(d));
+        let summary = w.summary.clone().unwrap_or_default();
+        let evidence = w
+            .summary_digest
+            .clone()
+            .map(|digest| crate::event::EvidenceRef {
+                section: summary.clone(),
+                digest,
+            });
+        let Some(t) = by_id.get(id) else {
+            let status = if w.done {
+                Status::Done
+            } else {
+                Status::Pending
+            };
+            done_after.insert(id, w.done);
+            crate::ops::validate_spec(&spec)?;
+            per_task.insert(
+                id,
+                Change::build(
                     None,
-                    &phase.id,
+                    id,
                     vec![EventKind::TaskCreated {
                         spec,
-                        status: Status::Pending,
+                        status,
+                        passes: w.done,
+                        attempts: 0,
+                    }],
+                    ctx,
+                    Outcome::Applied,
+                )?,
+            );
+            continue;
+        };
+        if !ours(t) {
+            note(
+                &mut out,
+                SyncNoteKind::NotOurs,
+                id,
+                format!(
+                    "task {id} exists and was not made by plan sync; {} is not imported (rename the task or the plan)",
+                    w.spec.origin.as_ref().map_or("", |o| o.path.as_str())
+                ),
+            );
+            continue;
+        }
+        let mut kinds = Vec::new();
+        // The spec: sync's, but the task keeps its own limits and workflow, and its body
+        // once it has started (the agent was given that body).
+        spec.max_attempts = t.spec.max_attempts;
+        spec.workflow = t.spec.workflow;
+        if t.status() != Status::Pending {
+            spec.body = t.spec.body.clone();
+        }
+        if spec != t.spec {
+            crate::ops::validate_spec(&spec)?;
+            kinds.push(EventKind::TaskEdited { spec });
+        }
+        let status = t.status();
+        let mut done = status == Status::Done;
+        match (w.done, status) {
+            (true, Status::Done) | (false, Status::Cancelled) | (true, Status::Cancelled) => {}
+            (true, Status::Pending | Status::Stuck) if t.live_session().is_none() => {
+                let reason = finished_outside_reason(&summary);
+                if has_branch(id) {
+                    out.finish.push(FinishOutside {
+                        task: id.clone(),
+                        reason,
+                        evidence,
+                    });
+                } else {
+                    kinds.push(EventKind::PlanApplied {
+                        passes: true,
+                        attempts: t.attempts(),
+                    });
+                    kinds.push(EventKind::PhaseChanged {
+                        phase: crate::model::Phase::MergeRi,
+                        status: crate::model::PhaseStatus::Skipped,
+                        detail: Some("the task never had a branch".into()),
+                    });
+                    kinds.push(EventKind::StatusChanged {
+                        from: status,
+                        to: Status::Done,
+                        reason: Some(reason),
+                        evidence,
+                    });
+                    done = true;
+                }
+            }
+            (true, s) => note(
+                &mut out,
+                SyncNoteKind::SummaryWhileActive,
+                id,
+                format!(
+                    "{summary} exists but task {id} is {s}: its gate decides (the file counts as its handoff), not sync"
+                ),
+            ),
+            (false, Status::Done) => note(
+                &mut out,
+                SyncNoteKind::DoneInWardenOnly,
+                id,
+                format!(
+                    "task {id} is done in Warden but {summary} is missing or empty; left done (sync never moves a done task back)"
+                ),
+            ),
+            (false, _) => {}
+        }
+        done_after.insert(id, done);
+        if !kinds.is_empty() {
+            per_task.insert(
+                id,
+                Change::build(Some(t), id, kinds, ctx, Outcome::Applied)?,
+            );
+        }
+    }
+    // Phases: created with their plans; done (and passing) when every plan is done.
+    let mut plans_of: BTreeMap<&TaskId, Vec<&TaskId>> = BTreeMap::new();
+    for w in plan.tasks.iter().filter(|w| w.is_plan) {
+        if let Some(p) = &w.spec.parent {
+            plans_of.entry(p).or_default().push(&w.spec.id);
+        }
+    }
+    for w in plan.tasks.iter().filter(|w| !w.is_plan) {
+        let id = &w.spec.id;
+        let kids = plans_of.get(id).cloned().unwrap_or_default();
+        let all_done = !kids.is_empty() && kids.iter().all(|k| done_after.get(k) == Some(&true));
+        let Some(t) = by_id.get(id) else {
+            per_task.insert(
+                id,
+                Change::build(
+                    None,
+                    id,
+                    vec![EventKind::TaskCreated {
+                        spec: w.spec.clone(),
+                        status: if all_done {
+                            Status::Done
+                        } else {
+                            Status::Pending
+                        },
                         passes: all_done,
                         attempts: 0,
                     }],
                     ctx,
                     Outcome::Applied,
-                )?);
-            }
-            Some(t) if t.passes() != all_done => changes.push(Change::build(
-                Some(t),
-                t.id(),
-                vec![EventKind::PlanApplied {
-                    passes: all_done,
+                )?,
+            );
+            continue;
+        };
+        if !ours(t) {
+            note(
+                &mut out,
+                SyncNoteKind::NotOurs,
+                id,
+                format!(
+                    "task {id} exists and was not made by plan sync; phase {} is not imported as a task (its plans are, under it)",
+                    w.spec.origin.as_ref().map_or("", |o| o.path.as_str())
+                ),
+            );
+            continue;
+        }
+        let mut kinds = Vec::new();
+        let mut spec = w.spec.clone();
+        spec.max_attempts = t.spec.max_attempts;
+        spec.workflow = t.spec.workflow;
+        spec.body = t.spec.body.clone();
+        if spec != t.spec {
+            kinds.push(EventKind::TaskEdited { spec });
+        }
+        match (all_done, t.status()) {
+            (true, Status::Done | Status::Cancelled) => {}
+            (true, from) => {
+                kinds.push(EventKind::PlanApplied {
+                    passes: true,
                     attempts: t.attempts(),
-                }],
-                ctx,
-                Outcome::Applied,
-            )?),
-            Some(_) => {}
+                });
+                kinds.push(EventKind::StatusChanged {
+                    from,
+                    to: Status::Done,
+                    reason: Some("plan sync: every plan of the phase is done".into()),
+                    evidence: None,
+                });
+            }
+            (false, Status::Done) if !kids.is_empty() => note(
+                &mut out,
+                SyncNoteKind::PhaseReopened,
+                id,
+                format!(
+                    "phase {id} is done but holds a plan that is not; it stays done (sync never moves a done task back)"
+                ),
+            ),
+            (false, _) if t.passes() => kinds.push(EventKind::PlanApplied {
+                passes: false,
+                attempts: t.attempts(),
+            }),
+            (false, _) => {}
+        }
+        if !kinds.is_empty() {
+            per_task.insert(
+                id,
+                Change::build(Some(t), id, kinds, ctx, Outcome::Applied)?,
+            );
         }
     }
-    Ok(changes)
+    // Tasks sync made whose file is gone.
+    let wanted: std::collections::BTreeSet<&TaskId> =
+        plan.tasks.iter().map(|w| &w.spec.id).collect();
+    for t in tasks {
+        if ours(t) && !wanted.contains(t.id()) {
+            note(
+                &mut out,
+                SyncNoteKind::PlanGone,
+                t.id(),
+                format!(
+                    "task {} was made from {}, which is gone; kept (sync never deletes)",
+                    t.id(),
+                    t.spec.origin.as_ref().map_or("", |o| o.path.as_str())
+                ),
+            );
+        }
+    }
+    for w in &plan.tasks {
+        if let Some(ch) = per_task.remove(&w.spec.id) {
+            out.changes.push(ch);
+        }
+    }
+    Ok(out)
 }
 
-fn sync_passes(t: &Task, done: bool, what: &str, ctx: &Ctx<'_>) -> Result<Option<Change>, Refusal> {
-    if t.passes() == done && (t.status() == Status::Done) == done {
-        return Ok(None);
+/// The move to `done` of a plan finished outside Warden whose task has a branch, once
+/// `merge-ri` ran: refused (nothing written) when the merge failed, or when the task is
+/// no longer one sync may finish (someone took it meanwhile).
+pub fn finish_outside(
+    t: &Task,
+    f: &FinishOutside,
+    merge: (crate::model::PhaseStatus, Option<String>),
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
+    let status = t.status();
+    if !matches!(status, Status::Pending | Status::Stuck) || t.live_session().is_some() {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {} is {status} now; its gate decides",
+            t.id()
+        )));
     }
-    let mut kinds = vec![EventKind::PlanApplied {
-        passes: done,
-        attempts: t.attempts(),
-    }];
-    let to = if done { Status::Done } else { Status::Pending };
-    if t.status() != to && t.status() != Status::Cancelled {
-        kinds.push(EventKind::StatusChanged {
-            from: t.status(),
-            to,
-            reason: Some(if done {
-                format!("plan sync: {what} exists")
-            } else {
-                format!("plan sync: {what} was removed")
-            }),
-            evidence: None,
+    let (merged, detail) = merge;
+    if merged == crate::model::PhaseStatus::Failed {
+        return Err(Refusal::PhaseFailed {
+            phase: crate::model::Phase::MergeRi,
+            detail: detail.unwrap_or_else(|| "merge failed".into()),
+            status,
         });
     }
-    Change::build(Some(t), t.id(), kinds, ctx, Outcome::Applied).map(Some)
+    Change::build(
+        Some(t),
+        t.id(),
+        vec![
+            EventKind::PlanApplied {
+                passes: true,
+                attempts: t.attempts(),
+            },
+            EventKind::PhaseChanged {
+                phase: crate::model::Phase::MergeRi,
+                status: merged,
+                detail,
+            },
+            EventKind::StatusChanged {
+                from: status,
+                to: Status::Done,
+                reason: Some(f.reason.clone()),
+                evidence: f.evidence.clone(),
+            },
+        ],
+        ctx,
+        Outcome::Applied,
+    )
 }

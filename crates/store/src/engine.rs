@@ -387,6 +387,7 @@ impl Engine {
         if let Some(t) = &change.after {
             self.mirror(t, doc.text.take());
         }
+        crate::planning::write_back(self, std::slice::from_ref(change));
         self.sync_state_md();
         drop(lock);
         crate::failpoint::hit("before-sync");
@@ -437,6 +438,7 @@ impl Engine {
                 }
             }
             drop(locks);
+            crate::planning::write_back(self, &changes);
             self.sync_state_md();
             return Ok(changes);
         }

@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tree_apply", tree_apply),
     ("workflow", workflow),
     ("memory_delta", memory_delta),
+    ("gsd_tree", gsd_tree),
 ];
 
 /// TASK.md: frontmatter, sections, verdicts, evidence, mirror rewrite.
@@ -152,5 +153,45 @@ pub fn memory_delta(data: &[u8]) {
         }
         assert!(m.next_focus.chars().count() <= caps.max_text_len);
         let _ = memory::render(&m);
+    }
+}
+
+/// A get-shit-done `.planning/` tree: the input is files separated by `\0`, each a path
+/// line and its text (a path ending in `/` is a directory). Reading it never panics; the
+/// ids are valid and unique; what sync wants has no dependency on a missing task and
+/// none on itself; STATE.md's progress update keeps every line it does not own.
+pub fn gsd_tree(data: &[u8]) {
+    use warden_core::gsd::{parse_planning, sync, writeback};
+    let text = String::from_utf8_lossy(data);
+    let files: Vec<(String, Option<String>)> = text
+        .split('\0')
+        .map(|f| {
+            let (path, body) = f.split_once('\n').unwrap_or((f, ""));
+            let dir = path.ends_with('/');
+            (path.to_owned(), (!dir).then(|| body.to_owned()))
+        })
+        .collect();
+    let t = parse_planning(&files);
+    let place = sync::Place {
+        root: ".planning".into(),
+        inside: Some(".planning".into()),
+    };
+    let wanted = sync::plan(&t, &place, 3);
+    let ids: std::collections::BTreeSet<&TaskId> =
+        wanted.tasks.iter().map(|w| &w.spec.id).collect();
+    assert_eq!(ids.len(), wanted.tasks.len(), "ids are unique");
+    for w in &wanted.tasks {
+        for d in &w.spec.depends_on {
+            assert!(ids.contains(d) && d != &w.spec.id, "{d} of {}", w.spec.id);
+        }
+        ops::validate_spec(&w.spec).unwrap();
+    }
+    let p = writeback::GsdProgress {
+        total_plans: 3,
+        completed_plans: 1,
+        completed_phases: 0,
+    };
+    if let Some(out) = writeback::update_state_md(&text, &p) {
+        assert_eq!(out.lines().count(), text.lines().count(), "lines are kept");
     }
 }

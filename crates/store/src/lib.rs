@@ -13,6 +13,7 @@ pub mod files;
 #[cfg(feature = "testing")]
 pub mod fuzzing;
 mod memory_rows;
+mod planning;
 pub mod postgres;
 pub mod sqlite;
 pub mod taskfile;

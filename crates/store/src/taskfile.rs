@@ -22,16 +22,54 @@ pub struct Doc {
 
 /// Reads and parses a task's TASK.md. A missing file has no artifacts (it is recreated
 /// after the next commit); a symlinked, oversized or non-UTF-8 file is refused.
+///
+/// A task with an evidence file (`TaskSpec::evidence`) has its `## Handoff` from that
+/// file when TASK.md has none (see [`evidence`]).
 pub fn read(ws: &Workspace, task: &Task) -> Result<Doc, FileError> {
     let path = ws.task_file(task.id());
-    let text = match files::read_text(&ws.dir, &path) {
-        Ok(t) => t,
-        Err(FileError::Missing(_)) => return Ok(Doc::default()),
+    let mut doc = match files::read_text(&ws.dir, &path) {
+        Ok(text) => {
+            let mut doc = doc_of(&text, task);
+            doc.text = Some(text);
+            doc
+        }
+        Err(FileError::Missing(_)) => Doc::default(),
         Err(e) => return Err(e),
     };
-    let mut doc = doc_of(&text, task);
-    doc.text = Some(text);
+    if doc.artifacts.handoff.is_none() {
+        doc.artifacts.handoff = evidence(ws, task);
+    }
     Ok(doc)
+}
+
+/// The evidence a task's evidence file gives now, if it names one: the file (relative
+/// to the project root) is read in the task's worktree, where its agent works, then in
+/// the project root, where a person (or another tool) works; each read is Warden's safe
+/// read (no symlink on the way or at the end, a regular UTF-8 file of at most 1 MiB).
+/// A file that cannot be read gives no evidence, with a warning on stderr.
+pub fn evidence(ws: &Workspace, task: &Task) -> Option<artifact::Evidence> {
+    let rel = task.spec.evidence.as_deref()?;
+    if !warden_core::model::is_inside_path(rel) {
+        return None;
+    }
+    for base in [ws.worktree(task.id()), ws.root.clone()] {
+        if !base.is_dir() {
+            continue;
+        }
+        match files::read_text(&base, &base.join(rel)) {
+            Ok(text) => {
+                if let Some(e) = artifact::file_evidence(rel, &text) {
+                    return Some(e);
+                }
+            }
+            Err(FileError::Missing(_)) => {}
+            Err(e) => eprintln!(
+                "warning: the evidence file of {} is not used: {e}",
+                task.id()
+            ),
+        }
+    }
+    None
 }
 
 /// Parses TASK.md text against the true task.

@@ -175,7 +175,18 @@ pub fn artifacts(text: &str) -> Artifacts {
     parse(text).artifacts()
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// The evidence a task's evidence file gives (`TaskSpec::evidence`, which counts as its
+/// `## Handoff`): present when the file has content outside its frontmatter and HTML
+/// comments. `name` is the file as messages show it; the digest is of the whole file.
+pub fn file_evidence(name: &str, text: &str) -> Option<Evidence> {
+    let body = text.get(split(text).body_offset..).unwrap_or("");
+    has_content(body).then(|| Evidence {
+        section: name.to_owned(),
+        digest: sha256_hex(text.as_bytes()),
+    })
+}
+
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(64);

@@ -351,8 +351,11 @@ pub fn apply_state_updates(
             let mut spec = node.into_spec(limits);
             match matched {
                 Some(m) => {
+                    let truth = &prev[prev_of[i] as usize].spec;
+                    // Not in the flat plan shape, so not editable through it: kept.
+                    spec.evidence.clone_from(&truth.evidence);
+                    spec.origin.clone_from(&truth.origin);
                     if m.deps_differ || m.spec_differ {
-                        let truth = &prev[prev_of[i] as usize].spec;
                         if m.deps_differ {
                             spec.depends_on = truth.depends_on.clone();
                         }

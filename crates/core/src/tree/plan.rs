@@ -181,6 +181,8 @@ impl PlanNode {
                 postchecks: self.postchecks,
             },
             max_attempts: self.max_attempts.unwrap_or(limits.max_attempts),
+            evidence: None,
+            origin: None,
         }
     }
 }

@@ -1,0 +1,646 @@
+//! `warden plan sync` on get-shit-done trees: every real tree of the corpus in
+//! `../shared/gsd-corpus` (read there, never copied; `GSD_CORPUS` overrides) through the
+//! real binary, and the safety rules of sync.
+//!
+//! What the corpus test asserts is checked against the files by this file's own simple
+//! scans (plan files on disk, `depends_on` entries), not by the reader under test. Run
+//! with `--nocapture` to see the table of figures before and after.
+
+// The table of figures is this test's report.
+#![allow(clippy::print_stdout)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::common::{Workspace, text};
+
+fn corpus_dir() -> PathBuf {
+    std::env::var_os("GSD_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/gsd-corpus"))
+}
+
+/// Every file under `dir`, relative, by a plain walk (links not followed).
+fn files_under(dir: &Path, rel: &str, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let r = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let Ok(ft) = e.file_type() else { continue };
+        if ft.is_dir() {
+            files_under(&e.path(), &r, out);
+        } else if ft.is_file() {
+            out.push(r);
+        }
+    }
+}
+
+/// The entries of `depends_on` in a plan's frontmatter, by a line scan: an inline list
+/// gives its comma-separated items, a bare `depends_on:` the `- item` lines under it.
+fn depends_on_entries(text: &str) -> Vec<String> {
+    let mut lines = text.lines();
+    if lines.next().map(str::trim_end) != Some("---") {
+        return Vec::new();
+    }
+    let fm: Vec<&str> = lines.take_while(|l| l.trim_end() != "---").collect();
+    let clean = |s: &str| s.trim().trim_matches(['"', '\'']).to_owned();
+    let mut out = Vec::new();
+    for (i, line) in fm.iter().enumerate() {
+        let Some(v) = line.strip_prefix("depends_on:") else {
+            continue;
+        };
+        let v = v.split(" #").next().unwrap_or("").trim();
+        if v.is_empty() {
+            for l in &fm[i + 1..] {
+                if !(l.trim_start().starts_with('-') && l.starts_with([' ', '\t', '-'])) {
+                    break;
+                }
+                out.push(clean(l.trim_start().trim_start_matches('-')));
+            }
+        } else {
+            let inner = v.trim_start_matches('[').trim_end_matches(']');
+            out.extend(inner.split(',').map(clean).filter(|s| !s.is_empty()));
+        }
+    }
+    out
+}
+
+/// The ids a `depends_on` entry names, as a reader of GSD's forms would take them:
+/// a plan id or file (`05-01`, `02.1-01`, `05-01-PLAN.md`), a plan number of the same
+/// phase (`07`), or a whole phase (`Phase 3`).
+fn entry_targets(entry: &str, own: &Value, tasks: &BTreeMap<String, Value>) -> Vec<String> {
+    let e = entry
+        .rsplit('/')
+        .next()
+        .unwrap_or(entry)
+        .trim_start_matches('@');
+    let e = e.trim_end_matches(".md").trim_end_matches("-PLAN");
+    let e = e.to_lowercase();
+    if tasks.contains_key(&e) {
+        return vec![e];
+    }
+    let parent = own["parent"].as_str().unwrap_or("");
+    let siblings = || {
+        tasks
+            .values()
+            .filter(move |t| t["parent"] == parent)
+            .map(|t| t["id"].as_str().unwrap_or("").to_owned())
+    };
+    if e.chars().all(|c| c.is_ascii_digit()) {
+        let n: u64 = e.parse().unwrap_or(0);
+        return siblings()
+            .filter(|id| id.rsplit('-').next().and_then(|p| p.parse::<u64>().ok()) == Some(n))
+            .collect();
+    }
+    if let Some(n) = e.strip_prefix("phase").map(str::trim) {
+        return tasks
+            .values()
+            .filter(|t| {
+                t["parent"]
+                    .as_str()
+                    .and_then(|p| p.split('-').next())
+                    .and_then(|p| p.parse::<f64>().ok())
+                    == n.parse::<f64>().ok()
+            })
+            .map(|t| t["id"].as_str().unwrap_or("").to_owned())
+            .collect();
+    }
+    Vec::new()
+}
+
+/// GSD's numeric order key of a phase directory name (`02.1-x` → (2, [1]), `2b` → (2, b)).
+fn phase_key(dir: &str) -> (u64, Option<char>, Vec<u64>) {
+    let tok = dir.split('-').next().unwrap_or("");
+    let mut parts = tok.split('.');
+    let head = parts.next().unwrap_or("");
+    let digits: String = head.chars().take_while(char::is_ascii_digit).collect();
+    let letter = head[digits.len()..].chars().next();
+    (
+        digits.parse().unwrap_or(u64::MAX),
+        letter,
+        parts.map(|p| p.parse().unwrap_or(0)).collect(),
+    )
+}
+
+#[derive(Default, Clone)]
+struct Row {
+    synced: bool,
+    plan_files: usize,
+    imported: usize,
+    declared: usize,
+    kept: usize,
+    with_own_words: usize,
+    real_titles: usize,
+    unfinished: usize,
+    with_work: usize,
+    complete_phases: usize,
+    complete_phases_done: usize,
+    empty_phase_tasks: usize,
+    warnings: usize,
+    ms: u128,
+}
+
+#[test]
+fn every_corpus_tree_syncs_with_its_plans_order_and_titles() {
+    let corpus = corpus_dir().canonicalize().unwrap_or_else(|_| corpus_dir());
+    let mut repos: Vec<PathBuf> = std::fs::read_dir(&corpus)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; the GSD corpus is ../shared/gsd-corpus (or set GSD_CORPUS)",
+                corpus.display()
+            )
+        })
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join(".planning").is_dir())
+        .collect();
+    repos.sort();
+    assert_eq!(repos.len(), 12, "twelve trees in {}", corpus.display());
+    let mut failures: Vec<String> = Vec::new();
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    for repo in &repos {
+        let name = repo.file_name().unwrap().to_string_lossy().into_owned();
+        let planning = repo.join(".planning");
+        let ws = Workspace::new("corpus");
+        let dir = planning.to_str().unwrap();
+        let started = Instant::now();
+        let o = ws.run(&["--json", "plan", "sync", dir]);
+        let mut row = Row {
+            ms: started.elapsed().as_millis(),
+            ..Row::default()
+        };
+        if !o.status.success() {
+            failures.push(format!("{name}: sync failed: {}", text(&o.stderr)));
+            rows.insert(name, row);
+            continue;
+        }
+        row.synced = true;
+        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let warned: Vec<&str> = report["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w["path"].as_str())
+            .collect();
+        row.warnings = warned.len();
+        assert_eq!(report["read_only"], true, "{name}: outside the project");
+        let tasks: BTreeMap<String, Value> = ws
+            .tasks()
+            .into_iter()
+            .map(|t| (t["id"].as_str().unwrap().to_owned(), t))
+            .collect();
+        let by_file: HashMap<String, &Value> = tasks
+            .values()
+            .filter_map(|t| Some((t["origin"]["path"].as_str()?.to_owned(), t)))
+            .collect();
+
+        // Every plan-like file on disk is imported or named in a warning.
+        let mut on_disk = Vec::new();
+        files_under(&planning, "", &mut on_disk);
+        for f in &on_disk {
+            let file = f.rsplit('/').next().unwrap().to_lowercase();
+            if !(file.contains("plan") && file.ends_with(".md") && !file.contains("planning")) {
+                continue;
+            }
+            row.plan_files += 1;
+            if by_file.contains_key(f) {
+                row.imported += 1;
+            } else if !warned.contains(&f.as_str()) {
+                failures.push(format!(
+                    "{name}: {f} neither imported nor named in a warning"
+                ));
+            }
+        }
+
+        for (file, t) in &by_file {
+            if !file.ends_with(".md") {
+                continue;
+            }
+            let id = t["id"].as_str().unwrap();
+            let plan_text = std::fs::read_to_string(planning.join(file)).unwrap_or_default();
+            // Every declared depends_on entry is kept as an edge.
+            let deps: Vec<&str> = t["depends_on"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            for entry in depends_on_entries(&plan_text) {
+                row.declared += 1;
+                let targets = entry_targets(&entry, t, &tasks);
+                let kept = targets.iter().any(|x| deps.contains(&x.as_str()))
+                    // A phase renumbered after planning: its plans name their siblings
+                    // by the old number.
+                    || deps.iter().any(|d| {
+                        tasks[*d]["parent"] == t["parent"]
+                            && d.rsplit('-').next() == entry.rsplit('-').next()
+                    });
+                if kept {
+                    row.kept += 1;
+                } else {
+                    failures.push(format!(
+                        "{name}: {file}: depends_on entry {entry:?} not among {deps:?}"
+                    ));
+                }
+            }
+            // Titles are the author's own words wherever the file has some.
+            let title = t["title"].as_str().unwrap();
+            let fallback = title == id
+                || title.contains(": plan ")
+                || title.starts_with(['#', '<'])
+                || title.trim().is_empty();
+            row.real_titles += usize::from(!fallback);
+            let own_words = plan_text.contains("<objective>")
+                || plan_text.lines().any(|l| l.starts_with("# "))
+                || plan_text.contains("\ntitle:");
+            if own_words {
+                row.with_own_words += 1;
+                if fallback {
+                    failures.push(format!(
+                        "{name}: {file}: title {title:?} is not the plan's own"
+                    ));
+                }
+            }
+            // An unfinished plan is an agent task whose instructions carry the plan.
+            if t["status"] != "done" {
+                row.unfinished += 1;
+                let body = t["body"].as_str().unwrap();
+                let work = t["workflow"] == "review"
+                    && t["spec"]["work"].is_null()
+                    && body.contains(&format!("`{}/{file}`", dir))
+                    && ["<objective>", "<tasks>", "<plan>", "too long to copy"]
+                        .iter()
+                        .any(|m| body.contains(m));
+                if work {
+                    row.with_work += 1;
+                } else {
+                    failures.push(format!(
+                        "{name}: {id}: unfinished plan without its plan text"
+                    ));
+                }
+            }
+        }
+
+        // Phases: done when every plan is; none without plans; in GSD's numeric order.
+        let mut phases: Vec<&Value> = tasks.values().filter(|t| t["parent"].is_null()).collect();
+        for p in &phases {
+            let kids = p["children"].as_array().unwrap();
+            if kids.is_empty() {
+                row.empty_phase_tasks += 1;
+                failures.push(format!(
+                    "{name}: phase {} has no plan but is a task",
+                    p["id"]
+                ));
+            } else if kids
+                .iter()
+                .all(|k| tasks[k.as_str().unwrap()]["status"] == "done")
+            {
+                row.complete_phases += 1;
+                if p["status"] == "done" {
+                    row.complete_phases_done += 1;
+                } else {
+                    failures.push(format!(
+                        "{name}: phase {} is complete but {}",
+                        p["id"], p["status"]
+                    ));
+                }
+            }
+        }
+        phases.sort_by_key(|p| p["order"].as_i64());
+        let active: Vec<&str> = phases
+            .iter()
+            .filter_map(|p| p["origin"]["path"].as_str())
+            .filter_map(|p| p.strip_prefix("phases/"))
+            .collect();
+        for w in active.windows(2) {
+            if phase_key(w[0]) > phase_key(w[1]) {
+                failures.push(format!("{name}: phase {} is ordered before {}", w[0], w[1]));
+            }
+        }
+
+        // A second sync changes nothing, and the log replays to the rows.
+        let again = ws.json(&["plan", "sync", dir]);
+        if again["changed"] != 0 {
+            failures.push(format!(
+                "{name}: a second sync changed {}",
+                again["changed"]
+            ));
+        }
+        let check = ws.run(&["check"]);
+        if !check.status.success() {
+            failures.push(format!(
+                "{name}: warden check failed: {}",
+                text(&check.stdout)
+            ));
+        }
+        rows.insert(name, row);
+    }
+
+    let mut t = Row::default();
+    println!(
+        "\n{:<36} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>5}",
+        "repository", "sync", "plans", "deps", "titles", "work", "phases", "empty", "warn", "ms"
+    );
+    for (name, r) in &rows {
+        println!(
+            "{:<36} {:>4} {:>4}/{:<4} {:>4}/{:<4} {:>4}/{:<4} {:>4}/{:<4} {:>4}/{:<4} {:>6} {:>5} {:>5}",
+            name,
+            if r.synced { "ok" } else { "FAIL" },
+            r.imported,
+            r.plan_files,
+            r.kept,
+            r.declared,
+            r.real_titles,
+            r.imported,
+            r.with_work,
+            r.unfinished,
+            r.complete_phases_done,
+            r.complete_phases,
+            r.empty_phase_tasks,
+            r.warnings,
+            r.ms
+        );
+        t.synced |= r.synced;
+        t.plan_files += r.plan_files;
+        t.imported += r.imported;
+        t.declared += r.declared;
+        t.kept += r.kept;
+        t.real_titles += r.real_titles;
+        t.unfinished += r.unfinished;
+        t.with_work += r.with_work;
+        t.complete_phases += r.complete_phases;
+        t.complete_phases_done += r.complete_phases_done;
+        t.empty_phase_tasks += r.empty_phase_tasks;
+        t.warnings += r.warnings;
+    }
+    let synced = rows.values().filter(|r| r.synced).count();
+    let ms: Vec<u128> = rows.values().map(|r| r.ms).collect();
+    println!("\n{:<44} {:<28} after", "figure", "before (issue)");
+    let fig = |what: &str, before: &str, after: String| println!("{what:<44} {before:<28} {after}");
+    fig(
+        "repositories synced",
+        "10 of 12",
+        format!("{synced} of {}", rows.len()),
+    );
+    fig(
+        "plans imported (of plan files on disk)",
+        "278 of 361",
+        format!(
+            "{} of {} (the other {} named in warnings)",
+            t.imported,
+            t.plan_files,
+            t.plan_files - t.imported
+        ),
+    );
+    fig(
+        "depends_on edges kept",
+        "0 of 192",
+        format!("{} of {}", t.kept, t.declared),
+    );
+    fig(
+        "real plan titles",
+        "28%",
+        format!(
+            "{}% ({} of {})",
+            t.real_titles * 100 / t.imported.max(1),
+            t.real_titles,
+            t.imported
+        ),
+    );
+    fig(
+        "unfinished plans carrying their plan text",
+        "0 (prompt: the id)",
+        format!("{} of {}", t.with_work, t.unfinished),
+    );
+    fig(
+        "complete phases done",
+        "0 (pending for ever)",
+        format!("{} of {}", t.complete_phases_done, t.complete_phases),
+    );
+    fig(
+        "phases without plans as leaves",
+        "all (counted as plans)",
+        t.empty_phase_tasks.to_string(),
+    );
+    fig("phase order", "string-sorted", "GSD's numeric order".into());
+    fig(
+        "sync time",
+        "5-52 ms",
+        format!(
+            "{}-{} ms (whole binary run)",
+            ms.iter().min().unwrap_or(&0),
+            ms.iter().max().unwrap_or(&0)
+        ),
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+const PLAN: &str = "---\nwave: 1\ndepends_on: []\n---\n<objective>\nBuild the thing.\n</objective>\n<tasks>\n<task>Do it</task>\n</tasks>\n";
+
+fn notes(v: &Value, kind: &str) -> Vec<String> {
+    v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == kind)
+        .map(|n| n["task"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Sync never touches a task it did not make, even one with a plan's id.
+#[test]
+fn sync_leaves_tasks_it_did_not_make_alone() {
+    let ws = Workspace::new("gsd-not-ours");
+    ws.ok(&["task", "create", "01-01", "--title", "a person's own task"]);
+    let before = ws.show("01-01");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/01-a/01-01-SUMMARY.md", "Done.\n");
+    ws.write(".planning/phases/01-a/01-02-PLAN.md", PLAN);
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(notes(&v, "not_ours"), ["01-01"], "{v}");
+    assert_eq!(
+        ws.show("01-01"),
+        before,
+        "untouched, not even moved to done"
+    );
+    // Its sibling is imported, and does not depend on the person's task.
+    assert_eq!(ws.show("01-02")["depends_on"], serde_json::json!([]));
+    let again = ws.json(&["plan", "sync"]);
+    assert_eq!(again["changed"], 0);
+    assert_eq!(ws.show("01-01"), before);
+    ws.check_ok();
+}
+
+/// A done task never moves back, whatever the files say; the disagreement is reported.
+#[test]
+fn sync_never_moves_a_done_task_back() {
+    let ws = Workspace::new("gsd-done");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/01-a/01-01-SUMMARY.md", "Done.\n");
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.status("01-01"), "done");
+    let version = ws.version("01-01");
+    for summary in [Some("---\nphase: 01\n---\n\n"), None] {
+        match summary {
+            Some(text) => drop(ws.write(".planning/phases/01-a/01-01-SUMMARY.md", text)),
+            None => {
+                std::fs::remove_file(ws.path(".planning/phases/01-a/01-01-SUMMARY.md")).unwrap()
+            }
+        }
+        let v = ws.json(&["plan", "sync"]);
+        assert_eq!(notes(&v, "done_in_warden_only"), ["01-01"], "{v}");
+        assert_eq!(ws.status("01-01"), "done");
+        assert_eq!(ws.version("01-01"), version);
+    }
+    ws.check_ok();
+}
+
+/// A SUMMARY written while the task is worked on goes through the gate like any
+/// completion: sync does not decide; `task complete` accepts it as the handoff, records
+/// its digest, and refuses an empty one.
+#[test]
+fn a_summary_written_during_work_goes_through_the_gate() {
+    let ws = Workspace::new("gsd-gate");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.ok(&["plan", "sync"]);
+    let t = ws.show("01-01");
+    assert_eq!(t["evidence"], ".planning/phases/01-a/01-01-SUMMARY.md");
+    ws.ok(&["task", "update", "01-01", "--status", "working"]);
+    // Frontmatter only: no evidence, and sync has nothing to say either.
+    ws.write(
+        ".planning/phases/01-a/01-01-SUMMARY.md",
+        "---\nphase: 01-a\n---\n",
+    );
+    let o = ws.expect(&["task", "complete", "01-01"], 1);
+    assert!(
+        crate::common::err_line(&o)
+            .contains("or content in its evidence file .planning/phases/01-a/01-01-SUMMARY.md"),
+        "{}",
+        crate::common::err_line(&o)
+    );
+    ws.write(
+        ".planning/phases/01-a/01-01-SUMMARY.md",
+        "---\nphase: 01-a\n---\n# Summary\n\nBuilt it.\n",
+    );
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(notes(&v, "summary_while_active"), ["01-01"], "{v}");
+    assert_eq!(ws.status("01-01"), "working", "sync does not decide");
+    ws.ok(&["task", "complete", "01-01"]);
+    assert_eq!(ws.status("01-01"), "agent-review");
+    let ev = ws.events("status.changed", Some("01-01"));
+    let last = ev.last().unwrap();
+    assert_eq!(last["to"], "agent-review");
+    let h = text(&ws.ok(&["--json", "history", "01-01"]).stdout);
+    assert!(
+        h.contains(".planning/phases/01-a/01-01-SUMMARY.md"),
+        "the evidence is recorded: {h}"
+    );
+    ws.check_ok();
+}
+
+/// Symlinks out of `.planning/` are refused: a plan, a phase directory and a SUMMARY
+/// linked elsewhere are never read.
+#[test]
+fn sync_refuses_symlinks_out_of_the_planning_directory() {
+    use std::os::unix::fs::symlink;
+    let ws = Workspace::new("gsd-links");
+    let outside = crate::common::unique_dir("gsd-outside");
+    std::fs::create_dir_all(outside.join("01-x")).unwrap();
+    std::fs::write(
+        outside.join("secret-PLAN.md"),
+        "<objective>\nSECRET\n</objective>\n",
+    )
+    .unwrap();
+    std::fs::write(outside.join("01-x/01-01-PLAN.md"), "# SECRET\n").unwrap();
+    std::fs::write(outside.join("SUMMARY.md"), "SECRET summary\n").unwrap();
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    symlink(
+        outside.join("secret-PLAN.md"),
+        ws.path(".planning/phases/01-a/01-02-PLAN.md"),
+    )
+    .unwrap();
+    symlink(outside.join("01-x"), ws.path(".planning/phases/02-linked")).unwrap();
+    symlink(
+        outside.join("SUMMARY.md"),
+        ws.path(".planning/phases/01-a/01-01-SUMMARY.md"),
+    )
+    .unwrap();
+    let v = ws.json(&["plan", "sync"]);
+    let warned: Vec<(&str, &str)> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["kind"].as_str().unwrap(), w["path"].as_str().unwrap()))
+        .collect();
+    for path in [
+        "phases/01-a/01-02-PLAN.md",
+        "phases/02-linked",
+        "phases/01-a/01-01-SUMMARY.md",
+    ] {
+        assert!(warned.contains(&("symlink", path)), "{path}: {warned:?}");
+    }
+    let all = serde_json::to_string(&ws.tasks()).unwrap();
+    assert!(!all.contains("SECRET"), "nothing from outside was read");
+    assert_eq!(
+        ws.status("01-01"),
+        "pending",
+        "a linked SUMMARY is no evidence"
+    );
+    // Nor does the gate follow it.
+    ws.ok(&["task", "update", "01-01", "--status", "working"]);
+    ws.expect(&["task", "complete", "01-01"], 1);
+    let _ = std::fs::remove_dir_all(&outside);
+    ws.check_ok();
+}
+
+/// When a person finishes a plan's task in Warden, its SUMMARY.md is written from the
+/// Handoff and STATE.md's progress follows; a fresh sync agrees.
+#[test]
+fn finishing_a_plan_in_warden_writes_its_summary_and_progress() {
+    let ws = Workspace::new("gsd-writeback");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(
+        ".planning/STATE.md",
+        "# Project State\n\nProgress: [░░░░░░░░░░] 0%\n",
+    );
+    ws.ok(&["plan", "sync"]);
+    ws.ok(&["task", "update", "01-01", "--status", "working"]);
+    let task_file = ws.path(".warden/tasks/01-01/TASK.md");
+    let mut t = std::fs::read_to_string(&task_file).unwrap();
+    t.push_str("\n## Handoff\nDONE: built the thing\n");
+    std::fs::write(&task_file, &t).unwrap();
+    ws.ok(&["task", "complete", "01-01"]);
+    t = std::fs::read_to_string(&task_file).unwrap();
+    t.push_str("\n## Review\nPASS\n");
+    std::fs::write(&task_file, &t).unwrap();
+    ws.ok(&["task", "update", "01-01", "--status", "reviewing"]);
+    assert!(!ws.path(".planning/phases/01-a/01-01-SUMMARY.md").exists());
+    ws.ok(&["task", "update", "01-01", "--status", "done"]);
+    let s = std::fs::read_to_string(ws.path(".planning/phases/01-a/01-01-SUMMARY.md")).unwrap();
+    assert!(s.contains("**built the thing**"), "{s}");
+    assert!(
+        s.contains("## Accomplishments\n\nDONE: built the thing\n"),
+        "{s}"
+    );
+    let state = std::fs::read_to_string(ws.path(".planning/STATE.md")).unwrap();
+    assert_eq!(state, "# Project State\n\nProgress: [██████████] 100%\n");
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(v["complete"], 1);
+    assert!(v["notes"].as_array().unwrap().is_empty(), "{v}");
+    assert_eq!(ws.status("01-a"), "done");
+    ws.check_ok();
+}

@@ -10,6 +10,7 @@
 
 pub mod input;
 pub mod memory;
+pub mod person;
 pub mod plan;
 pub mod query;
 pub mod supervisor;

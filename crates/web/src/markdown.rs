@@ -32,41 +32,82 @@ fn safe_link(url: &str) -> bool {
         && !url.chars().any(|c| c.is_control())
 }
 
+/// `s` without the parts inside `<!-- … -->`; `in_comment` carries an open comment from
+/// one raw HTML line to the next.
+fn strip_comments(s: &str, in_comment: &mut bool) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    loop {
+        if *in_comment {
+            match rest.find("-->") {
+                Some(end) => {
+                    *in_comment = false;
+                    rest = &rest[end + 3..];
+                }
+                None => return out,
+            }
+        } else {
+            match rest.find("<!--") {
+                Some(start) => {
+                    out.push_str(&rest[..start]);
+                    *in_comment = true;
+                    rest = &rest[start + 4..];
+                }
+                None => {
+                    out.push_str(rest);
+                    return out;
+                }
+            }
+        }
+    }
+}
+
 /// Renders a section's markdown to HTML that runs nothing and loads nothing.
 pub fn render(markdown: &str) -> String {
     let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     // Which links were kept, so each end tag matches its start.
     let mut kept: Vec<bool> = Vec::new();
-    let events = Parser::new_ext(markdown, opts).map(|e| match e {
-        // Raw HTML is text: the writer escapes it.
-        Event::Html(s) | Event::InlineHtml(s) => Event::Text(s),
-        Event::Start(Tag::Link { dest_url, .. }) => {
-            let ok = safe_link(&dest_url);
-            kept.push(ok);
-            if ok {
-                Event::Html(CowStr::from(format!(
-                    "<a href=\"{}\" rel=\"noopener noreferrer nofollow\" target=\"_blank\">",
-                    escape(dest_url.trim())
-                )))
-            } else {
-                Event::Html(CowStr::Borrowed("<span class=\"link\">"))
+    // Inside an HTML comment that spans lines (TASK.md's placeholders are comments).
+    let mut in_comment = false;
+    let events = Parser::new_ext(markdown, opts).filter_map(|e| {
+        Some(match e {
+            // Comments are hidden, as every markdown viewer hides them and as the gates
+            // ignore them; any other raw HTML is text, which the writer escapes.
+            Event::Html(s) | Event::InlineHtml(s) => {
+                let rest = strip_comments(&s, &mut in_comment);
+                if rest.trim().is_empty() {
+                    return None;
+                }
+                Event::Text(CowStr::from(rest))
             }
-        }
-        Event::End(TagEnd::Link) => {
-            if kept.pop().unwrap_or(false) {
-                Event::Html(CowStr::Borrowed("</a>"))
-            } else {
-                Event::Html(CowStr::Borrowed("</span>"))
+            Event::Start(Tag::Link { dest_url, .. }) => {
+                let ok = safe_link(&dest_url);
+                kept.push(ok);
+                if ok {
+                    Event::Html(CowStr::from(format!(
+                        "<a href=\"{}\" rel=\"noopener noreferrer nofollow\" target=\"_blank\">",
+                        escape(dest_url.trim())
+                    )))
+                } else {
+                    Event::Html(CowStr::Borrowed("<span class=\"link\">"))
+                }
             }
-        }
-        // An image would make the browser fetch its address: show its alt text and the
-        // address as text instead.
-        Event::Start(Tag::Image { dest_url, .. }) => Event::Html(CowStr::from(format!(
-            "<span class=\"image\" title=\"{}\">image: ",
-            escape(&dest_url)
-        ))),
-        Event::End(TagEnd::Image) => Event::Html(CowStr::Borrowed("</span>")),
-        e => e,
+            Event::End(TagEnd::Link) => {
+                if kept.pop().unwrap_or(false) {
+                    Event::Html(CowStr::Borrowed("</a>"))
+                } else {
+                    Event::Html(CowStr::Borrowed("</span>"))
+                }
+            }
+            // An image would make the browser fetch its address: show its alt text and the
+            // address as text instead.
+            Event::Start(Tag::Image { dest_url, .. }) => Event::Html(CowStr::from(format!(
+                "<span class=\"image\" title=\"{}\">image: ",
+                escape(&dest_url)
+            ))),
+            Event::End(TagEnd::Image) => Event::Html(CowStr::Borrowed("</span>")),
+            e => e,
+        })
     });
     let mut out = String::with_capacity(markdown.len() + markdown.len() / 4);
     html::push_html(&mut out, events);
@@ -109,7 +150,17 @@ mod tests {
             "<div onclick=\"x()\">\n\nbody\n\n</div>\n",
             "&lt;div onclick=\"x()\"&gt;\n<p>body</p>\n&lt;/div&gt;\n",
         );
-        check("<!-- hidden -->", "&lt;!-- hidden --&gt;");
+        check("<!-- hidden -->", "");
+        check("a <!-- hidden --> b", "<p>a  b</p>\n");
+        check("<!-- one\ntwo -->\n\ntext", "<p>text</p>\n");
+        check(
+            "<!-- x --><script>y</script>",
+            "&lt;script&gt;y&lt;/script&gt;",
+        );
+        check(
+            "`<!-- code -->`",
+            "<p><code>&lt;!-- code --&gt;</code></p>\n",
+        );
     }
 
     #[test]

@@ -33,12 +33,12 @@ const TAIL_BYTES: u64 = 64 * 1024;
 /// Keep-alive comments on idle streams, so proxies do not close them.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// A board as sent: its generation and its JSON, serialized once for every page.
+/// An update as sent: its generation and its JSON, serialized once for every page.
 #[derive(Debug)]
 pub struct Published {
     /// The generation.
     pub generation: u64,
-    /// The board or update, as JSON.
+    /// The update, as JSON.
     pub json: String,
 }
 
@@ -47,24 +47,23 @@ pub struct Published {
 pub struct Live {
     /// `sqlite` or `postgres`.
     pub backend: &'static str,
-    latest: RwLock<Arc<Published>>,
+    // The board is serialized when a page opens, not at every change: pages open
+    // rarely, changes come often.
+    latest: RwLock<Arc<Board>>,
     updates: broadcast::Sender<Arc<Published>>,
 }
 
 impl Live {
     /// The latest board.
-    pub fn latest(&self) -> Arc<Published> {
+    pub fn latest(&self) -> Arc<Board> {
         match self.latest.read() {
             Ok(g) => Arc::clone(&g),
             Err(p) => Arc::clone(&p.into_inner()),
         }
     }
 
-    fn publish(&self, board: &Board, update: &board::Update) {
-        let b = Arc::new(Published {
-            generation: board.generation,
-            json: serde_json::to_string(board).unwrap_or_default(),
-        });
+    fn publish(&self, board: Board, update: &board::Update) {
+        let b = Arc::new(board);
         match self.latest.write() {
             Ok(mut g) => *g = b,
             Err(p) => *p.into_inner() = b,
@@ -100,14 +99,11 @@ pub fn start(ws: &Workspace, stop: Arc<AtomicBool>) -> Result<Arc<Live>, Failure
             let (updates, _) = broadcast::channel(64);
             let live = Arc::new(Live {
                 backend: board.backend,
-                latest: RwLock::new(Arc::new(Published {
-                    generation: board.generation,
-                    json: serde_json::to_string(&board).unwrap_or_default(),
-                })),
+                latest: RwLock::new(Arc::new(board)),
                 updates,
             });
             let _ = ready_tx.send(Ok(Arc::clone(&live)));
-            watch_loop(&app, &live, seen, board, &stop);
+            watch_loop(&app, &live, seen, &stop);
         })
         .map_err(|e| Failure::internal(format!("cannot start the watcher thread: {e}")))?;
     ready
@@ -115,7 +111,7 @@ pub fn start(ws: &Workspace, stop: Arc<AtomicBool>) -> Result<Arc<Live>, Failure
         .map_err(|_| Failure::internal("the watcher thread died while opening the store"))?
 }
 
-fn watch_loop(app: &App, live: &Live, mut seen: u64, mut board: Board, stop: &AtomicBool) {
+fn watch_loop(app: &App, live: &Live, mut seen: u64, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         let v = match app.eng.store.wait_for_change(seen, WAIT) {
             Ok(v) => v,
@@ -131,11 +127,11 @@ fn watch_loop(app: &App, live: &Live, mut seen: u64, mut board: Board, stop: &At
         // The version is read before the tasks, so a commit in between is seen again at
         // the next wait rather than lost.
         seen = v;
+        let board = live.latest();
         match board::build(app, board.generation + 1) {
             Ok(next) => {
                 if let Some(update) = board::diff(&board, &next) {
-                    live.publish(&next, &update);
-                    board = next;
+                    live.publish(next, &update);
                 }
             }
             Err(e) => eprintln!("warden serve: reading the tasks failed: {}", e.text()),
@@ -157,7 +153,7 @@ pub fn board_stream(
         live: Arc<Live>,
         rx: broadcast::Receiver<Arc<Published>>,
         seen: u64,
-        first: Option<Arc<Published>>,
+        first: Option<Arc<Board>>,
         shutdown: watch::Receiver<bool>,
         _permit: OwnedSemaphorePermit,
     }
@@ -203,11 +199,11 @@ pub fn board_stream(
     Sse::new(s).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
-fn board_event(b: &Published) -> Event {
+fn board_event(b: &Board) -> Event {
     Event::default()
         .event("board")
         .id(b.generation.to_string())
-        .data(&b.json)
+        .data(serde_json::to_string(b).unwrap_or_default())
 }
 
 /// An `output` event: text to show, replacing what is shown when `reset`.

@@ -23,8 +23,12 @@ struct Fixture {
 
 impl Fixture {
     fn new(configure: impl FnOnce(&mut Options)) -> Fixture {
+        Fixture::with_store(None, configure)
+    }
+
+    fn with_store(store: Option<&str>, configure: impl FnOnce(&mut Options)) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        warden_app::init(dir.path(), None).unwrap();
+        warden_app::init(dir.path(), store).unwrap();
         let app = App::find(Some(dir.path()), Actor::Person).unwrap();
         for id in ["a", "rev"] {
             app.create(CreateTask {
@@ -668,4 +672,28 @@ fn the_task_stream_follows_output_and_task_md() {
     assert_eq!(e.event.as_deref(), Some("taskmd"));
     // Unknown tasks have no stream.
     assert_eq!(f.get("/api/tasks/nope/live", &[]).status, 404);
+}
+
+#[test]
+fn the_board_stream_follows_a_postgres_store_too() {
+    let Some(db) = warden_store::postgres::testing::database("web::postgres") else {
+        return;
+    };
+    let f = Fixture::with_store(Some(&db.url), |_| {});
+    assert_eq!(f.console.info.backend, "postgres");
+    let mut ev = Events::open(&f, "/api/events");
+    let b: Value = serde_json::from_str(&ev.next().data).unwrap();
+    assert_eq!(b["backend"], "postgres");
+    assert_eq!(b["rows"].as_array().unwrap().len(), 2);
+    // Woken by NOTIFY from another connection.
+    f.app
+        .transition(&Transition::to(TaskId::new("a").unwrap(), Status::Working))
+        .unwrap();
+    let u: Value = serde_json::from_str(&ev.next().data).unwrap();
+    assert_eq!(u["rows"][0]["id"], "a");
+    assert_eq!(u["rows"][0]["status"], "working");
+    // And the actions write to it.
+    let r = f.act("rev", "approve", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(f.status("rev"), Status::Done);
 }

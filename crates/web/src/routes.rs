@@ -44,6 +44,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/tasks/{id}/live", get(task_live))
         .route("/api/tasks/{id}/{action}", post(act))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&shared),
@@ -79,6 +80,13 @@ async fn index(State(s): State<Arc<Shared>>) -> Response {
 
 async fn not_found() -> ApiError {
     Failure::not_found("no such page; the console lives at /").into()
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::refused(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this address does not take that method: pages are GET, actions are POST",
+    )
 }
 
 fn parse_id(id: &str) -> Result<TaskId, ApiError> {

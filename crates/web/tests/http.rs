@@ -495,6 +495,7 @@ fn failures_have_the_documented_statuses() {
     check(f.get("/api/tasks/Bad%20Id", &[]), 400, 2);
     check(f.get("/no/such/page", &[]), 404, 3);
     check(f.act("a", "explode", "{}"), 404, 3);
+    check(f.get("/api/tasks/rev/approve", &[]), 405, 2);
     check(f.act("nope", "approve", "{}"), 404, 3);
     check(f.act("a", "approve", "{}"), 422, 1);
     check(f.act("rev", "reject", "{}"), 400, 2);

@@ -11,6 +11,7 @@
 pub mod gsd_read;
 pub mod input;
 pub mod memory;
+pub mod person;
 pub mod plan;
 pub mod query;
 pub mod supervisor;

@@ -334,7 +334,7 @@ impl App {
     /// host (which kills it `kill_after_s` later) or tmux pane, recorded as
     /// `session.stopped`. An agent's own move (its hand-off) is left to the supervisor,
     /// which gives it `handoff_grace_s` first.
-    fn stop_stale_sessions(&self, t: &Task) -> Result<()> {
+    pub(crate) fn stop_stale_sessions(&self, t: &Task) -> Result<()> {
         if self.eng.actor != warden_core::event::Actor::Person {
             return Ok(());
         }

@@ -4,6 +4,7 @@
 mod cmd_memory;
 mod cmd_plan;
 mod cmd_run;
+mod cmd_serve;
 mod cmd_sim;
 mod cmd_state;
 mod cmd_task;
@@ -84,6 +85,12 @@ enum Command {
         after_help = "Keys: ↑↓/jk move · Enter respawn · p peek · r retry · c cancel · / filter · q quit"
     )]
     Dashboard,
+    /// The web console: every task, live, in a browser; approve, reject, retry, respawn
+    /// and cancel from it.
+    #[command(
+        after_help = "Examples:\n  warden serve                       # http://127.0.0.1:7777/, this machine only\n  warden serve --addr 0.0.0.0:7777   # the team's network: prints a URL with the token"
+    )]
+    Serve(cmd_serve::ServeArgs),
     /// Run a sample plan end to end in a temporary workspace.
     Demo(demo::DemoArgs),
     /// Serve Warden over MCP on stdio: tools, resources (STATE.md, TASK.md) and prompts.
@@ -146,6 +153,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Run(a) => cmd_run::run(&g, a),
         Command::Check => cmd_state::check(&g),
         Command::Dashboard => Ok(warden_dashboard::run(g.workspace()?)?),
+        Command::Serve(a) => cmd_serve::run(&g, a),
         Command::Demo(a) => demo::run(&g, a),
         Command::Mcp(a) => {
             let (role, task) = warden_mcp::resolve(a.role, a.task.as_deref())?;

@@ -49,7 +49,11 @@ pub const REVIEW_MAP: &[(Status, &[Status])] = &[
             Status::Cancelled,
         ],
     ),
-    (Status::Reviewing, &[Status::Done, Status::Cancelled]),
+    // reviewing → working is a person's rejection (DESIGN 6), not in seed 001.
+    (
+        Status::Reviewing,
+        &[Status::Working, Status::Done, Status::Cancelled],
+    ),
     (
         Status::Stuck,
         &[Status::Working, Status::AgentReview, Status::Cancelled],
@@ -330,16 +334,17 @@ mod tests {
     use super::*;
     use Status::*;
 
-    /// Every pair of statuses against seed 001's map, row by row.
+    /// Every pair of statuses against seed 001's map plus a person's rejection (reviewing →
+    /// working, DESIGN 6), row by row.
     #[test]
-    fn review_map_is_seed_001_exactly() {
+    fn review_map_is_seed_001_plus_rejection() {
         let wf = Workflow::builtin(WorkflowKind::Review);
         let expected: &[(Status, &[Status])] = &[
             (Pending, &[Working, Clarification, Cancelled]),
             (Clarification, &[Working, Cancelled]),
             (Working, &[AgentReview, Clarification, Stuck, Cancelled]),
             (AgentReview, &[Reviewing, Working, Stuck, Cancelled]),
-            (Reviewing, &[Done, Cancelled]),
+            (Reviewing, &[Working, Done, Cancelled]),
             (Stuck, &[Working, AgentReview, Cancelled]),
             (Done, &[]),
             (Cancelled, &[]),

@@ -20,6 +20,29 @@ pub struct Config {
     pub limits: Limits,
     /// `[memory]`.
     pub memory: MemoryConfig,
+    /// `[serve]`: the web console.
+    pub serve: ServeConfig,
+}
+
+/// `[serve]`: `warden serve`, the web console.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// The address to listen on (default `127.0.0.1:7777`); `--addr` overrides.
+    pub addr: Option<String>,
+    /// The access token every request must carry; `WARDEN_SERVE_TOKEN` overrides. A
+    /// console on a non-loopback address without one gets a random token at start.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for ServeConfig {
+    // The token is a secret: never in a debug print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("addr", &self.addr)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 /// `[store]`.
@@ -155,6 +178,13 @@ impl Config {
         if c.memory.max_text_len == 0 {
             return Err(err("memory.max_text_len must be at least 1".into()));
         }
+        if let Some(t) = &c.serve.token
+            && (t.chars().count() < 16 || t.chars().any(|c| !c.is_ascii_graphic()))
+        {
+            return Err(err(
+                "serve.token must be at least 16 printable ASCII characters without spaces".into(),
+            ));
+        }
         Ok(c)
     }
 
@@ -237,5 +267,23 @@ mod tests {
         check("[limits]\nmax_attempts = 0\n", "at least 1");
         check("[agent]\nsession = \"screen\"\n", "tmux");
         check("[store\n", "warden.toml");
+        check("[serve]\ntoken = \"short\"\n", "serve.token");
+        check(
+            "[serve]\ntoken = \"has a space in it, long enough\"\n",
+            "serve.token",
+        );
+        check("[serve]\nport = 1\n", "port");
+    }
+
+    #[test]
+    fn serve_section() {
+        let c = Config::parse(
+            "[serve]\naddr = \"0.0.0.0:7777\"\ntoken = \"0123456789abcdef\"\n",
+            "warden.toml",
+        )
+        .unwrap();
+        assert_eq!(c.serve.addr.as_deref(), Some("0.0.0.0:7777"));
+        assert_eq!(c.serve.token.as_deref(), Some("0123456789abcdef"));
+        assert!(!format!("{c:?}").contains("0123456789abcdef"));
     }
 }

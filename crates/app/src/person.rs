@@ -1,0 +1,189 @@
+//! The person's acts on a task waiting in `reviewing` (DESIGN 6): `approve` (reviewing →
+//! done, through merge-ri) and `reject` (back to the worker, with the reason in its next
+//! prompt). Both are [`App::transition`]'s write path with the status checked under the
+//! task's lock, so every front end (web console, dashboards, CLI) refuses the same way.
+
+use warden_core::failure::Failure;
+use warden_core::model::{Status, TaskId};
+use warden_store::Written;
+
+use crate::task::{Answer, Applied};
+use crate::{App, Result};
+
+/// The longest rejection reason accepted, in characters: enough for a paragraph of
+/// review, bounded like every other input a person names.
+pub const MAX_REASON_CHARS: usize = 4000;
+
+impl App {
+    /// Approves a task in `reviewing`: it becomes `done` (merge-ri runs inside the
+    /// transition; a failed merge refuses and leaves the task in review). Any other
+    /// status is refused (exit 1).
+    pub fn approve(&self, id: &TaskId) -> Result<Answer> {
+        self.decide_review(id, Status::Done, "approved by a person".into(), "approved")
+    }
+
+    /// Rejects a task in `reviewing`: it goes back to `working` with `reason` in its
+    /// history, and the worker's prompt carries the reason (the fold keeps it as the
+    /// task's feedback until the task leaves `working`) — one write. A blank or
+    /// over-long reason is a usage error (exit 2); any status but `reviewing` is refused.
+    pub fn reject(&self, id: &TaskId, reason: &str) -> Result<Answer> {
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(Failure::usage(
+                "a rejection needs a reason: say what the worker must change",
+            ));
+        }
+        let chars = reason.chars().count();
+        if chars > MAX_REASON_CHARS {
+            return Err(Failure::usage(format!(
+                "the reason is {chars} characters; keep it under {MAX_REASON_CHARS}"
+            )));
+        }
+        self.decide_review(
+            id,
+            Status::Working,
+            format!("rejected by a person: {reason}"),
+            "rejected",
+        )
+    }
+
+    /// One write: the transition from `reviewing` to `to`, refused under the lock when
+    /// the task is anywhere else.
+    fn decide_review(&self, id: &TaskId, to: Status, reason: String, verb: &str) -> Result<Answer> {
+        let shown = self.task_file_shown(id);
+        let written = self.eng.write_task(id, None, |t, doc| {
+            if t.status() != Status::Reviewing {
+                return Err(not_in_review(id, t.status(), verb).into());
+            }
+            self.decide_transition(t, doc, to, Some(reason.clone()), &shown)
+        })?;
+        match written {
+            // No guard runs on these edges, so no stored outcome is a failure.
+            Written::Done(change) => {
+                if let Some(t) = &change.after {
+                    self.stop_stale_sessions(t)?;
+                }
+                Ok(Answer {
+                    applied: Applied::Now(change),
+                    failure: None,
+                })
+            }
+            Written::Replayed(_) => Err(Failure::internal(
+                "a review decision was answered from a request id it never used; this is a Warden bug",
+            )),
+        }
+    }
+}
+
+fn not_in_review(id: &TaskId, status: Status, verb: &str) -> Failure {
+    Failure::refused(format!(
+        "task {id} is {status}; only a task in reviewing can be {verb}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use warden_core::event::Actor;
+    use warden_core::failure::ExitCode;
+
+    use super::*;
+    use crate::task::{CreateTask, Transition};
+
+    /// A workspace with task `t` (review workflow) moved to `status` through the real
+    /// gates.
+    fn app_with(status: Status) -> (tempfile::TempDir, App, TaskId) {
+        let dir = tempfile::tempdir().unwrap();
+        crate::init(dir.path(), None).unwrap();
+        let app = App::find(Some(dir.path()), Actor::Person).unwrap();
+        app.create(CreateTask {
+            id: "t".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let id = TaskId::new("t").unwrap();
+        let file = app.ws().task_file(&id);
+        let mut path = vec![Status::Working, Status::AgentReview, Status::Reviewing];
+        path.truncate(match status {
+            Status::Pending => 0,
+            Status::Working => 1,
+            Status::AgentReview => 2,
+            _ => 3,
+        });
+        for to in path {
+            let mut text = std::fs::read_to_string(&file).unwrap();
+            match to {
+                Status::AgentReview => text.push_str("\n## Handoff\nbuilt it\n"),
+                Status::Reviewing => text.push_str("\n## Review\nVerdict: PASS\n"),
+                _ => {}
+            }
+            std::fs::write(&file, text).unwrap();
+            app.transition(&Transition::to(id.clone(), to)).unwrap();
+        }
+        (dir, app, id)
+    }
+
+    #[test]
+    fn approve_moves_a_reviewed_task_to_done() {
+        let (_dir, app, id) = app_with(Status::Reviewing);
+        let a = app.approve(&id).unwrap();
+        assert_eq!(a.summary(), "t: reviewing → done");
+        let t = app.task(&id).unwrap();
+        assert_eq!(t.status, Status::Done);
+        assert!(t.passes);
+        let last = app.history(Some(&id), Some(1)).unwrap();
+        assert_eq!(last[0].reason.as_deref(), Some("approved by a person"));
+    }
+
+    #[test]
+    fn reject_sends_the_task_back_with_the_reason_in_its_prompt() {
+        let (_dir, app, id) = app_with(Status::Reviewing);
+        let a = app
+            .reject(&id, "  the login form ignores errors \n")
+            .unwrap();
+        assert_eq!(a.summary(), "t: reviewing → working");
+        assert_eq!(app.task(&id).unwrap().status, Status::Working);
+        let last = app.history(Some(&id), Some(1)).unwrap();
+        assert_eq!(
+            last[0].reason.as_deref(),
+            Some("rejected by a person: the login form ignores errors")
+        );
+        // The worker's prompt carries it.
+        let p = app.prompt(&id).unwrap().prompt;
+        assert!(p.contains("the login form ignores errors"), "{p}");
+    }
+
+    #[test]
+    fn only_a_task_in_review_is_decided() {
+        for status in [Status::Pending, Status::Working, Status::AgentReview] {
+            let (_dir, app, id) = app_with(status);
+            let e = app.approve(&id).unwrap_err();
+            assert_eq!(e.code, ExitCode::Refused, "{e}");
+            assert_eq!(
+                e.message,
+                format!("task t is {status}; only a task in reviewing can be approved")
+            );
+            let e = app.reject(&id, "no").unwrap_err();
+            assert_eq!(e.code, ExitCode::Refused, "{e}");
+            // A refused rejection leaves nothing behind.
+            assert_eq!(app.memory(&id).unwrap(), Default::default());
+            assert_eq!(app.task(&id).unwrap().status, status);
+        }
+    }
+
+    #[test]
+    fn a_rejection_needs_a_bounded_reason() {
+        let (_dir, app, id) = app_with(Status::Reviewing);
+        for reason in ["", "  \n\t"] {
+            assert_eq!(app.reject(&id, reason).unwrap_err().code, ExitCode::Usage);
+        }
+        let long = "x".repeat(MAX_REASON_CHARS + 1);
+        assert_eq!(app.reject(&id, &long).unwrap_err().code, ExitCode::Usage);
+        assert_eq!(app.task(&id).unwrap().status, Status::Reviewing);
+        let missing = TaskId::new("nope").unwrap();
+        assert_eq!(app.approve(&missing).unwrap_err().code, ExitCode::NotFound);
+        assert_eq!(
+            app.reject(&missing, "why").unwrap_err().code,
+            ExitCode::NotFound
+        );
+    }
+}

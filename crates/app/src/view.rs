@@ -70,6 +70,9 @@ pub struct TaskView {
     pub respawn_requested: bool,
     /// Why the task last failed or got stuck.
     pub last_failure: Option<String>,
+    /// A person's reason for sending the work back, while the worker has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
     /// Incremented by every write.
     pub version: u64,
     /// Creation time.
@@ -116,6 +119,7 @@ impl TaskView {
             dead: t.is_dead(),
             respawn_requested: t.respawn_requested(),
             last_failure: t.last_failure().map(str::to_owned),
+            feedback: t.feedback().map(str::to_owned),
             version: t.version(),
             created_at: t.created_at(),
             updated_at: t.updated_at(),

@@ -543,10 +543,6 @@ impl Supervisor {
                 running += 1;
                 continue;
             }
-            if others.contains(id) {
-                pass.busy |= t.open_sessions().next().is_some();
-                continue;
-            }
             let live = |sid: &str| self.liveness(id, sid, &panes);
             // The last two sessions whose end is recorded, if one's program still runs.
             let ghosts: Vec<String> = t
@@ -570,7 +566,14 @@ impl Supervisor {
                 live: &live,
                 ghosts: &ghosts,
             };
-            match schedule::next(&view, &limits) {
+            let action = schedule::next(&view, &limits);
+            if others.contains(id) {
+                // Another runner's to do (or to wait for); this run is not idle while
+                // there is anything to do, whoever does it.
+                pass.busy |= action != Action::Idle;
+                continue;
+            }
+            match action {
                 Action::Idle => {
                     if self.leased.contains_key(id) {
                         release.push(id.clone());

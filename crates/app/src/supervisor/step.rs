@@ -342,34 +342,20 @@ impl Step<'_> {
         }
         let json = serde_json::to_vec_pretty(spec).map_err(|e| e.to_string())?;
         warden_store::files::write_atomic(&files.spec, &json).map_err(|e| e.to_string())?;
-        let mut cmd = std::process::Command::new(&self.opts.warden_exe);
-        for k in config::SECRET_VARS {
-            cmd.env_remove(k);
-        }
-        if let Some(creds) = self.credentials {
-            cmd.env(config::CREDENTIALS_VAR, creds);
-        }
-        cmd.arg("session-run")
-            .arg(&files.spec)
-            .env("WARDEN_DIR", &self.eng().ws.root)
-            .env_remove("WARDEN_ROLE")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.opts.warden_exe.display()))?;
+        let host = session::start_host(
+            &self.opts.warden_exe,
+            &files.spec,
+            &self.eng().ws.root,
+            self.credentials,
+        )?;
         host::write_pids(
             &files.pid,
             host::Pids {
-                host: child.id(),
+                host,
                 supervisor: std::process::id(),
                 group: 0,
             },
         );
-        // Reap the host when it ends, so it never lingers as a zombie.
-        std::thread::spawn(move || child.wait());
         Ok(())
     }
 }

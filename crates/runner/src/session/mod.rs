@@ -330,6 +330,39 @@ pub fn report_exit(
     }
 }
 
+/// Starts `warden session-run SPEC` — the host of one process session — in a process
+/// group of its own, detached from the caller, without the store's secrets (Warden's
+/// own calls from it read `credentials` instead). Returns the host's pid; the host is
+/// reaped by a thread of the caller's so it never lingers as a zombie.
+pub fn start_host(
+    warden_exe: &Path,
+    spec_file: &Path,
+    project_root: &Path,
+    credentials: Option<&Path>,
+) -> Result<u32, String> {
+    let mut cmd = Command::new(warden_exe);
+    for k in SECRET_VARS {
+        cmd.env_remove(k);
+    }
+    if let Some(creds) = credentials {
+        cmd.env(CREDENTIALS_VAR, creds);
+    }
+    cmd.arg("session-run")
+        .arg(spec_file)
+        .env("WARDEN_DIR", project_root)
+        .env_remove("WARDEN_ROLE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", warden_exe.display()))?;
+    let pid = child.id();
+    std::thread::spawn(move || child.wait());
+    Ok(pid)
+}
+
 /// How many times an exit report is tried again after a conflict (about a minute).
 const REPORT_RETRIES: u32 = 40;
 

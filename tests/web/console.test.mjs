@@ -150,9 +150,16 @@ async function selectTask(page, id) {
   await page.waitForSelector(`#detail-body[data-loaded="${id}"]`);
 }
 
+/// Reads the toast on screen and dismisses it, so the next read waits for the next one
+/// (a toast stays up for seconds; two actions in a row would otherwise read the first).
 async function toast(page) {
   await page.waitForSelector('#toast:not([hidden])');
-  return page.textContent('#toast');
+  return page.evaluate(() => {
+    const t = document.getElementById('toast');
+    const text = t.textContent;
+    t.hidden = true;
+    return text;
+  });
 }
 
 /// Waits (by the page's own event, never by sleeping) until an update naming `id` is on

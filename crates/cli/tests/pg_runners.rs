@@ -66,6 +66,18 @@ fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Like `wait_until`, but says whether it happened instead of panicking.
+fn wait_until_ok(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !f() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -256,7 +268,7 @@ fn a_runner_whose_lease_was_taken_over_is_refused_on_its_next_write() {
             "--workflow",
             "direct",
             "--prechecks",
-            "sleep 2",
+            "touch \"$WARDEN_DIR/prechecks.started\"; sleep 2",
             "--work",
             "echo ran >> \"$WARDEN_DIR/ran.log\"",
         ],
@@ -265,14 +277,11 @@ fn a_runner_whose_lease_was_taken_over_is_refused_on_its_next_write() {
     let child = runner(root, url, &log, "1");
     let store = PgStore::open(url, 5000).unwrap();
     let id = warden_core::model::TaskId::new("slow").unwrap();
-    wait_until(
-        Duration::from_secs(30),
-        "the runner to lease the task",
-        || {
-            store.lease(&id).unwrap().is_some()
-                && store.get(&id).unwrap().unwrap().status().as_str() == "working"
-        },
-    );
+    // Wait for the prechecks step itself: the task turns working one step earlier.
+    wait_until(Duration::from_secs(30), "the prechecks to start", || {
+        root.join("prechecks.started").exists()
+    });
+    assert!(store.lease(&id).unwrap().is_some());
     // While its prechecks run, the lease expires (in SQL) and another runner takes it.
     let mut c = db.client();
     c.batch_execute("UPDATE leases SET expires_us = 0 WHERE task = 'slow'")
@@ -284,11 +293,16 @@ fn a_runner_whose_lease_was_taken_over_is_refused_on_its_next_write() {
         .expect("an expired lease can be taken over");
     assert!(taken.taken_from.is_some(), "{taken:?}");
     let events_before = store.events(Some(&id)).unwrap().len();
-    wait_until(Duration::from_secs(30), "the refusal", || {
+    let refused = wait_until_ok(Duration::from_secs(30), || {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
             .contains("lease lost")
     });
+    assert!(
+        refused,
+        "the runner never reported its lost lease; its log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     // Nothing of the refused write was stored; the work did not run.
     assert_eq!(store.events(Some(&id)).unwrap().len(), events_before);
     let t = store.get(&id).unwrap().unwrap();

@@ -436,6 +436,16 @@ fn exited(g: &Global, app: &App, id: &TaskId, report: ExitReport) -> Result<()> 
     let response = app.response(&answer)?;
     if g.json {
         out::json(&response);
+    } else if response
+        .exit
+        .as_ref()
+        .is_some_and(|e| e.disposition == "duplicate")
+    {
+        out::line(&format!(
+            "{}: that session's end was reported already; nothing recorded; status {}",
+            response.task.id,
+            out::status(response.task.status)
+        ));
     } else if let Some(exit) = &response.exit {
         out::line(&format!(
             "{}: session end recorded ({}); {}; status {}",

@@ -567,11 +567,21 @@ fn exited_counts_crashes_and_escalates_at_the_threshold() {
     assert_eq!(v["dead"], true);
     assert_eq!(v["exit"]["disposition"], "current");
     assert_eq!(ws.events("agent.crashed", Some("w")).len(), 1);
-    // The same session reported again changes nothing.
+    assert_eq!(ws.events("session.exited", Some("w")).len(), 1);
+    // The same session reported again changes nothing and records nothing: one event
+    // per real end, however many report it.
+    let version = ws.version("w");
     let v = ws.json(&["task", "exited", "w", "--exit-code", "1", "--session", "s1"]);
     assert_eq!(v["exit"]["disposition"], "duplicate");
     assert_eq!(v["crash_count"], 1);
     assert_eq!(ws.events("agent.crashed", Some("w")).len(), 1);
+    assert_eq!(ws.events("session.exited", Some("w")).len(), 1);
+    assert_eq!(ws.version("w"), version);
+    let o = ws.ok(&["task", "exited", "w", "--exit-code", "1", "--session", "s1"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("reported already; nothing recorded"),
+        "{o:?}"
+    );
     // Respawn asked for the dead worker.
     let v = ws.json(&["task", "respawn", "w"]);
     assert_eq!(v["respawn_requested"], true);

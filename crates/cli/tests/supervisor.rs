@@ -137,6 +137,20 @@ fn reviewer_waits_for_the_worker(session: &str) {
         kinds(&ev)
     );
     assert_eq!(ev[worker_end]["data"]["disposition"], "stale");
+    assert_eq!(ev[worker_end]["actor"], "runner", "{}", ev[worker_end]);
+    // One event per real end, however many reported it (the host, tmux's hook).
+    for s in ["t-worker-1", "t-reviewer-1"] {
+        let ends = ev
+            .iter()
+            .filter(|e| e["type"] == "session.exited" && e["data"]["session"] == s)
+            .count();
+        assert!(ends <= 1, "{s} ended {ends} times: {:?}", kinds(&ev));
+    }
+    let history = p.ok(&["history", "t"]);
+    assert!(
+        history.contains("worker t-worker-1 exited after its hand-off (exit 0)"),
+        "{history}"
+    );
     assert!(
         !kinds(&ev).contains(&"agent.crashed".to_owned()),
         "no crash"
@@ -232,9 +246,11 @@ fn cancel_stops_the_agent_with_and_without_a_supervisor() {
         let exits: Vec<Value> = p
             .events("t")
             .into_iter()
-            .filter(|e| e["type"] == "session.exited" && e["data"]["disposition"] != "duplicate")
+            .filter(|e| e["type"] == "session.exited")
             .collect();
-        assert_eq!(exits.len(), 1, "the host reported the end once: {exits:?}");
+        assert_eq!(exits.len(), 1, "one event for the one end: {exits:?}");
+        assert_eq!(exits[0]["data"]["disposition"], "stale", "{exits:?}");
+        assert_eq!(exits[0]["data"]["stopped"], true, "{exits:?}");
         p.check();
     }
 }

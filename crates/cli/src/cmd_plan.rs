@@ -35,6 +35,16 @@ pub enum PlanCmd {
     Apply(ApplyArgs),
     /// Name the leftmost open leaf whose dependencies are done.
     Next,
+    /// Draw the plan: groups as boxes around their children, dependencies as arrows,
+    /// every task coloured by its status.
+    #[command(
+        after_help = "Mermaid renders on GitHub (STATE.md embeds the same picture for plans of up to 200\ntasks); DOT is for Graphviz.\n\nExamples:\n  warden plan graph > plan.mmd\n  warden plan graph --format dot | dot -Tsvg > plan.svg"
+    )]
+    Graph {
+        /// mermaid or dot.
+        #[arg(long, default_value = "mermaid", value_name = "FORMAT")]
+        format: String,
+    },
     /// Read a get-shit-done .planning/ directory: its phases and plans become tasks.
     #[command(
         after_help = "Phases (phases/NN-name/, milestones/vX-phases/, quick/) become tasks in GSD's\nnumeric order; each plan (NN-MM-PLAN.md and GSD's other namings) becomes an agent\ntask under its phase, with the plan's text as its instructions, GSD's depends_on,\nwaves and phase order as dependencies, and its NN-MM-SUMMARY.md as the evidence\nthat counts as its handoff. Plans whose SUMMARY.md has content are done. Sync\nnever touches a task it did not make, never moves a done task back, and never\ndecides for a task someone is working on; what it left alone is listed.\n\nExamples:\n  warden plan sync\n  warden plan sync path/to/.planning\n  warden plan sync --watch      # again on every change, until Ctrl-C"
@@ -86,6 +96,16 @@ pub fn run(g: &Global, cmd: PlanCmd) -> Result<()> {
             Ok(())
         }
         PlanCmd::Show => show(g, &app),
+        PlanCmd::Graph { format } => {
+            let f: warden_core::graph::Format = format.parse().map_err(Failure::usage)?;
+            let graph = app.plan_graph(f)?;
+            if g.json {
+                out::json(&serde_json::json!({ "format": format, "graph": graph }));
+            } else {
+                out::print(&graph);
+            }
+            Ok(())
+        }
         PlanCmd::Apply(a) => apply(g, &app, a),
         PlanCmd::Next => {
             let next = app.plan_next()?;

@@ -272,15 +272,16 @@ fn show_and_list_json_have_the_documented_shape() {
     assert_eq!(ws.show("app")["title"], "app", "title defaults to the id");
     assert_eq!(ids(&ws.show("app")["children"]), ["api"]);
 
-    // list: an array of the same objects, sorted by id, filterable by status.
+    // list: an array of the same objects, in tree order (the parent first), filterable
+    // by status.
     let all = ws.tasks();
     assert_eq!(all.len(), 2);
-    assert_eq!(all[0]["id"], "api");
-    assert_eq!(all[0], v, "list and show agree");
+    assert_eq!(all[1]["id"], "api");
+    assert_eq!(all[1], v, "list and show agree");
     ws.to("api", "working");
     // A group's status is derived from its children: app is working because api is.
     let working = ws.json(&["task", "list", "--status", "working"]);
-    assert_eq!(ids(&working), ["api", "app"]);
+    assert_eq!(ids(&working), ["app", "api"]);
     assert_eq!(ws.show("app")["status"], "working");
     ws.expect(&["task", "list", "--status", "sleeping"], 2);
     ws.expect(&["task", "show", "nope"], 3);

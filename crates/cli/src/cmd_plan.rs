@@ -14,12 +14,50 @@ use warden_core::tree::{self, AgentStatus};
 use crate::ctx::Global;
 use crate::out;
 
+const IMPORT_HELP: &str = r#"A plan is a list of tasks; parents group their children (a group is done when they
+all are), and depends_on orders the work. Every field but id is optional:
+
+  {"tasks": [
+    {"id": "backend", "title": "Backend"},
+    {"id": "api", "parent": "backend", "order": 1,
+     "title": "REST API",
+     "agent": "Build the REST API for orders; see docs/api.md",
+     "postchecks": "cargo test -p api",
+     "max_attempts": 3},
+    {"id": "migrate", "parent": "backend", "order": 2,
+     "work": "./scripts/migrate.sh", "prechecks": "pg_isready"},
+    {"id": "ui", "title": "Web UI", "depends_on": ["api"],
+     "work": {"agent": "Build the checkout pages"}, "workflow": "review",
+     "body": "Longer instructions and context, copied into TASK.md."}
+  ]}
+
+Fields:
+  id            1-64 of a-z 0-9 . _ - (starting with a letter or digit), unique
+  title         one line (default: the id)
+  parent        the group it belongs to
+  order         sort key among siblings (default 0; ties by id)
+  depends_on    tasks that must be done first
+  agent         instructions for the configured agent (shorthand for work: {"agent": …})
+  work          a shell command ("cargo build"), or {"shell": …}, {"process": [argv…]},
+                {"agent": …}; none makes a group or a task a person does
+  prechecks     checks before the work (same forms as work)
+  postchecks    the guard after the work: it must pass for the task to move on
+  max_attempts  failed attempts allowed before the task is stuck (default: [limits])
+  workflow      review (agent work: a reviewer judges it) or direct (the guard decides;
+                the default for shell and process work)
+  body          free text for TASK.md
+  passes, attempts   runner-owned; an import may set them (e.g. moving an old plan over)
+
+TOML uses [[tasks]] tables, YAML a tasks: list, with the same fields.
+
+Examples:
+  warden plan import plan.json
+  cat plan.json | warden plan import -"#;
+
 #[derive(Subcommand, Debug)]
 pub enum PlanCmd {
     /// Import a plan (JSON, TOML or YAML, by extension); nothing is imported if anything is wrong.
-    #[command(
-        after_help = "Example plan.json:\n  {\"tasks\": [\n    {\"id\": \"api\", \"title\": \"REST API\", \"agent\": \"Build the API\"},\n    {\"id\": \"lint\", \"work\": \"cargo clippy\", \"depends_on\": [\"api\"]}\n  ]}\n\n  warden plan import plan.json"
-    )]
+    #[command(after_help = IMPORT_HELP)]
     Import {
         /// The plan file (`-` for JSON on stdin).
         file: PathBuf,

@@ -239,7 +239,7 @@ pub fn default_workflow(work: Option<&WorkSpec>) -> WorkflowKind {
 impl App {
     /// `task create`: a new pending task with its TASK.md.
     pub fn create(&self, req: CreateTask) -> Result<TaskView> {
-        let id = crate::task_id(&req.id)?;
+        let id = TaskId::new_task(&req.id)?;
         let workflow = req
             .workflow
             .unwrap_or_else(|| default_workflow(req.work.as_ref()));

@@ -145,6 +145,13 @@ struct McpArgs {
 }
 
 fn main() -> ExitCode {
+    // A file-size limit (`ulimit -f`) kills a writer with SIGXFSZ, silently and possibly
+    // mid-write. With a handler installed the write fails with EFBIG instead: the
+    // transaction rolls back and the error is reported like any other storage failure.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let cli = Cli::parse();
     let json = cli.json;
     let code = match run(cli) {

@@ -12,6 +12,7 @@ mod dashboard;
 mod front_ends;
 mod gsd_e2e;
 mod gsd_sync;
+mod hostile;
 mod mcp;
 mod person;
 mod pg_runners;

@@ -259,6 +259,10 @@ pub enum EventKind {
     MemoryMerged {
         /// The delta as given (caps applied at merge).
         delta: MemoryDelta,
+        /// The caps in force when it was merged (absent in events of earlier versions,
+        /// which replay with the configured caps).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        caps: Option<crate::memory::MemoryCaps>,
     },
     /// `plan.applied`: tree reconcile set the runner-owned tree fields.
     PlanApplied {

@@ -30,6 +30,14 @@ pub enum IdError {
         "task id {0:?} is invalid; use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit"
     )]
     BadChar(String),
+    /// The id cannot be part of a git branch name (`warden/<id>`).
+    #[error("task id {id:?} cannot name a git branch ({why}); choose another id")]
+    NotABranch {
+        /// The id.
+        id: String,
+        /// What git refuses.
+        why: &'static str,
+    },
 }
 
 impl TaskId {
@@ -51,6 +59,30 @@ impl TaskId {
             return Err(IdError::BadChar(truncate_for_message(s)));
         }
         Ok(TaskId(s.to_owned()))
+    }
+
+    /// Validates an id for a new task: [`TaskId::new`]'s rules, and it must also be a
+    /// valid git ref component, since its branch is `warden/<id>`. (Reading keeps
+    /// accepting ids stored before this rule, so an old store still opens.)
+    pub fn new_task(s: &str) -> Result<TaskId, IdError> {
+        let id = TaskId::new(s)?;
+        match id.branch_problem() {
+            Some(why) => Err(IdError::NotABranch { id: id.0, why }),
+            None => Ok(id),
+        }
+    }
+
+    /// Why git would refuse `warden/<id>` as a branch name, if it would.
+    pub fn branch_problem(&self) -> Option<&'static str> {
+        if self.0.contains("..") {
+            Some("it contains \"..\"")
+        } else if self.0.ends_with(".lock") {
+            Some("it ends with \".lock\"")
+        } else if self.0.ends_with('.') {
+            Some("it ends with \".\"")
+        } else {
+            None
+        }
     }
 
     /// The id as a string slice.

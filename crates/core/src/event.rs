@@ -174,6 +174,14 @@ pub enum EventKind {
         /// The operating system's error.
         error: String,
     },
+    /// `agent.conversation`: the harness of a session Warden started named its own
+    /// conversation (its session-start hook): a later session of the same role resumes it.
+    AgentConversation {
+        /// Warden's session.
+        session: String,
+        /// The harness's conversation id (Claude Code's session id, Codex's thread id).
+        conversation: String,
+    },
     /// `worktree.reset`: the worktree was reset to its base for a retry with
     /// `--clear-worktree`.
     WorktreeReset,
@@ -194,6 +202,9 @@ pub enum EventKind {
         exit_code: Option<i32>,
         /// Current, stale or duplicate.
         disposition: Disposition,
+        /// Why it ended, when the reporter says (a harness's session-end hook).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// `guard.ran`: postchecks ran at a gated transition.
     GuardRan {
@@ -275,6 +286,7 @@ impl EventKind {
             EventKind::AgentSpawned { .. } => "agent.spawned",
             EventKind::SessionStopped { .. } => "session.stopped",
             EventKind::SessionFailed { .. } => "session.failed",
+            EventKind::AgentConversation { .. } => "agent.conversation",
             EventKind::WorktreeReset => "worktree.reset",
             EventKind::AgentCrashed { .. } => "agent.crashed",
             EventKind::SessionExited { .. } => "session.exited",
@@ -343,16 +355,25 @@ impl EventKind {
                 session,
                 exit_code,
                 disposition,
+                reason,
             } => Some(format!(
-                "{} {}{}",
+                "{} {}{}{}",
                 match disposition {
                     Disposition::Current => "session",
                     Disposition::Stale => "session after the task moved on",
                     Disposition::Duplicate => "already reported: session",
                 },
                 session.as_deref().unwrap_or("(unnamed)"),
-                exit_code.map(|c| format!(" exit {c}")).unwrap_or_default()
+                exit_code.map(|c| format!(" exit {c}")).unwrap_or_default(),
+                reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
             )),
+            EventKind::AgentConversation {
+                session,
+                conversation,
+            } => Some(format!("session {session} is conversation {conversation}")),
             EventKind::RetryRequested {
                 resume_from_phase, ..
             } => Some(format!("resume from {resume_from_phase}")),
@@ -459,6 +480,7 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
                 ended: false,
                 stop: None,
                 heal: *heal,
+                conversation: None,
             });
             r.live_session = Some(session.clone());
             r.dead = false;
@@ -484,6 +506,14 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             }
             r.dead = !r.status.is_terminal();
             r.last_failure = Some(format!("the session could not start: {error}"));
+        }
+        EventKind::AgentConversation {
+            session,
+            conversation,
+        } => {
+            if let Some(rec) = r.sessions.iter_mut().rev().find(|x| &x.id == session) {
+                rec.conversation = Some(conversation.clone());
+            }
         }
         EventKind::WorktreeReset => r.clear_worktree = false,
         EventKind::AgentCrashed {

@@ -8,6 +8,7 @@ pub mod exit;
 pub mod failure;
 pub mod gsd;
 pub mod history;
+pub mod hook;
 pub mod memory;
 pub mod model;
 pub mod ops;

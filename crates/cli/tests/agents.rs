@@ -278,14 +278,22 @@ impl Project {
             "codex" => (
                 progs.codex,
                 json!([
-                    "-c", "model=\"fake-model\"",
-                    "-c", "model_provider=\"fake\"",
-                    "-c", "model_providers.fake.name=\"fake\"",
-                    "-c", format!("model_providers.fake.base_url=\"{base}/v1\""),
-                    "-c", "model_providers.fake.env_key=\"FAKE_KEY\"",
-                    "-c", "model_providers.fake.wire_api=\"responses\"",
-                    "-c", "model_providers.fake.request_max_retries=0",
-                    "-c", "model_providers.fake.stream_max_retries=0",
+                    "-c",
+                    "model=\"fake-model\"",
+                    "-c",
+                    "model_provider=\"fake\"",
+                    "-c",
+                    "model_providers.fake.name=\"fake\"",
+                    "-c",
+                    format!("model_providers.fake.base_url=\"{base}/v1\""),
+                    "-c",
+                    "model_providers.fake.env_key=\"FAKE_KEY\"",
+                    "-c",
+                    "model_providers.fake.wire_api=\"responses\"",
+                    "-c",
+                    "model_providers.fake.request_max_retries=0",
+                    "-c",
+                    "model_providers.fake.stream_max_retries=0",
                 ]),
             ),
             _ => {
@@ -302,9 +310,16 @@ impl Project {
                 (
                     progs.aider,
                     json!([
-                        "--openai-api-base", format!("{base}/v1"), "--openai-api-key", "x",
-                        "--model", "openai/worker-model", "--edit-format", "diff",
-                        "--model-metadata-file", meta.display().to_string(),
+                        "--openai-api-base",
+                        format!("{base}/v1"),
+                        "--openai-api-key",
+                        "x",
+                        "--model",
+                        "openai/worker-model",
+                        "--edit-format",
+                        "diff",
+                        "--model-metadata-file",
+                        meta.display().to_string(),
                     ]),
                 )
             }
@@ -339,7 +354,12 @@ impl Project {
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(warden());
         c.args(args).current_dir(&self.root).env("NO_COLOR", "1");
-        for v in ["WARDEN_TASK_ID", "WARDEN_ROLE", "WARDEN_DIR", "WARDEN_SESSION"] {
+        for v in [
+            "WARDEN_TASK_ID",
+            "WARDEN_ROLE",
+            "WARDEN_DIR",
+            "WARDEN_SESSION",
+        ] {
             c.env_remove(v);
         }
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -420,7 +440,9 @@ impl Project {
         let mut s = String::new();
         if let Ok(rd) = std::fs::read_dir(self.root.join(".warden/tasks")) {
             for e in rd.flatten() {
-                s.push_str(&std::fs::read_to_string(e.path().join("output.log")).unwrap_or_default());
+                s.push_str(
+                    &std::fs::read_to_string(e.path().join("output.log")).unwrap_or_default(),
+                );
             }
         }
         s
@@ -482,9 +504,20 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
         ]},
     ]});
     let p = Project::new(test.rsplit("::").next().unwrap(), preset, session, script);
-    p.ok(&["task", "create", "hello", "--title", "Write hello.txt with two lines"]);
+    p.ok(&[
+        "task",
+        "create",
+        "hello",
+        "--title",
+        "Write hello.txt with two lines",
+    ]);
     let (code, out) = p.run();
-    assert_eq!(code, 6, "the run waits for a person's review:\n{out}\n{}", p.logs());
+    assert_eq!(
+        code,
+        6,
+        "the run waits for a person's review:\n{out}\n{}",
+        p.logs()
+    );
     let t = p.task("hello");
     assert_eq!(t["status"], "reviewing", "{t}");
     assert_eq!(t["crash_count"], 0, "{t}");
@@ -495,7 +528,10 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
     let spawned: Vec<&Value> = ev.iter().filter(|e| e["type"] == "agent.spawned").collect();
     assert_eq!(spawned.len(), 4, "{ev:#?}");
     assert!(!p.event_types("hello").contains(&"agent.crashed".to_owned()));
-    assert!(!p.event_types("hello").contains(&"session.failed".to_owned()));
+    assert!(
+        !p.event_types("hello")
+            .contains(&"session.failed".to_owned())
+    );
     // Each harness named its conversation (its SessionStart hook) ...
     let convs: Vec<&str> = ev
         .iter()
@@ -510,10 +546,20 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
         (1, REVIEWER, REVIEWER),
     ] {
         let reqs = p.model.conversation(conv);
-        let positions: Vec<u64> = reqs.iter().map(|r| r["position"].as_u64().unwrap()).collect();
-        assert_eq!(positions, [0, 1, 2, 3], "{conv}: one conversation, resumed: {positions:?}");
+        let positions: Vec<u64> = reqs
+            .iter()
+            .map(|r| r["position"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            positions,
+            [0, 1, 2, 3],
+            "{conv}: one conversation, resumed: {positions:?}"
+        );
         let last = reqs.last().unwrap()["body"].to_string();
-        assert!(last.contains(first), "{conv}: the resumed request keeps the first prompt");
+        assert!(
+            last.contains(first),
+            "{conv}: the resumed request keeps the first prompt"
+        );
         assert_eq!(
             last.matches(again).count(),
             if first == again { 2 } else { 1 },
@@ -523,7 +569,8 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
     let logs = p.logs();
     assert!(logs.contains("resuming conversation"), "{logs}");
     // Prompts name Warden by its absolute path (an agent's shell may not find it on PATH).
-    let prompt = std::fs::read_to_string(p.root.join(".warden/tasks/hello/prompt-worker.md")).unwrap();
+    let prompt =
+        std::fs::read_to_string(p.root.join(".warden/tasks/hello/prompt-worker.md")).unwrap();
     assert!(
         prompt.contains(&format!("{} task complete hello", warden().display())),
         "{prompt}"
@@ -550,7 +597,11 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
 
 #[test]
 fn claude_review_cycle_in_process_sessions() {
-    review_cycle("claude", "process", "claude_review_cycle_in_process_sessions");
+    review_cycle(
+        "claude",
+        "process",
+        "claude_review_cycle_in_process_sessions",
+    );
 }
 
 #[test]

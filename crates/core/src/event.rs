@@ -202,6 +202,12 @@ pub enum EventKind {
         exit_code: Option<i32>,
         /// Current, stale or duplicate.
         disposition: Disposition,
+        /// The role of the session, when it is one Warden started.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<Role>,
+        /// Warden had asked it to stop (`session.stopped`) before it ended.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stopped: bool,
         /// Why it ended, when the reporter says (a harness's session-end hook).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
@@ -355,21 +361,42 @@ impl EventKind {
                 session,
                 exit_code,
                 disposition,
+                role,
+                stopped,
                 reason,
-            } => Some(format!(
-                "{} {}{}{}",
-                match disposition {
-                    Disposition::Current => "session",
-                    Disposition::Stale => "session after the task moved on",
-                    Disposition::Duplicate => "already reported: session",
-                },
-                session.as_deref().unwrap_or("(unnamed)"),
-                exit_code.map(|c| format!(" exit {c}")).unwrap_or_default(),
-                reason
-                    .as_deref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            )),
+            } => {
+                let who = match role {
+                    Some(r) => format!("{r} {}", session.as_deref().unwrap_or("(unnamed)")),
+                    None => match session {
+                        Some(s) => format!("session {s}"),
+                        None => "the session".to_owned(),
+                    },
+                };
+                let code = match (exit_code, reason) {
+                    (Some(c), Some(r)) => format!(" (exit {c}, {r})"),
+                    (Some(c), None) => format!(" (exit {c})"),
+                    (None, Some(r)) => format!(" ({r})"),
+                    (None, None) => String::new(),
+                };
+                Some(match (disposition, role) {
+                    (Disposition::Stale | Disposition::Current, _) if *stopped => {
+                        format!("{who} stopped as asked{code}")
+                    }
+                    (Disposition::Current, _) => format!("{who} exited{code}"),
+                    (Disposition::Stale, Some(Role::Worker)) => {
+                        format!("{who} exited after its hand-off{code}")
+                    }
+                    (Disposition::Stale, Some(Role::Reviewer)) => {
+                        format!("{who} exited after its verdict{code}")
+                    }
+                    (Disposition::Stale, None) => {
+                        format!("{who} exited after the task moved on{code}")
+                    }
+                    (Disposition::Duplicate, _) => {
+                        format!("{who}: its end was reported again{code}")
+                    }
+                })
+            }
             EventKind::AgentConversation {
                 session,
                 conversation,

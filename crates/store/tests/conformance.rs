@@ -417,6 +417,8 @@ fn events_keep_their_order(open: Open) {
                         exit_code: Some(0),
                         disposition: warden_core::event::Disposition::Current,
                         reason: None,
+                        role: None,
+                        stopped: false,
                     }];
                     s.commit(batch(vec![ops::record(&t, kinds, &ctx()).unwrap()]))
                         .unwrap();

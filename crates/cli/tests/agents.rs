@@ -54,6 +54,7 @@ fn isolated(test: &str) -> bool {
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads", "1"])
         .env("WARDEN_AGENTS_IN_NETNS", "1")
+        .env("RUST_BACKTRACE", "0")
         .output()
         .expect("tests/agents/netns.sh runs");
     let text = format!(
@@ -195,7 +196,8 @@ impl Drop for Project {
                 .arg("kill-server")
                 .output();
         }
-        if !std::thread::panicking() {
+        // Kept after a failure, or with WARDEN_AGENTS_KEEP set, to be read.
+        if !std::thread::panicking() && std::env::var_os("WARDEN_AGENTS_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }

@@ -179,6 +179,11 @@ const REVIEWER: &str = "You are reviewing implementation quality.";
 // A project
 // ---------------------------------------------------------------------------------------
 
+/// Where the project of test `name` lives (its root is `project/` inside).
+fn project_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("warden-agents-{}-{name}", std::process::id()))
+}
+
 struct Project {
     dir: PathBuf,
     root: PathBuf,
@@ -221,7 +226,7 @@ impl Project {
     /// A git repository with one commit and a workspace whose agent is `preset` (its
     /// program the installed one), `session` mode, and a fake model running `script`.
     fn new(name: &str, preset: &str, session: &str, script: Value) -> Project {
-        let dir = std::env::temp_dir().join(format!("warden-agents-{}-{name}", std::process::id()));
+        let dir = project_dir(name);
         let _ = std::fs::remove_dir_all(&dir);
         let root = dir.join("project");
         let home = dir.join("home");
@@ -328,6 +333,11 @@ impl Project {
         };
         let cfg = self.root.join(".warden/warden.toml");
         let text = std::fs::read_to_string(&cfg).unwrap();
+        // The preset tables an earlier call appended go: they are written again below.
+        let text = match text.find("\n[agent.") {
+            Some(i) => text[..i].to_owned(),
+            None => text,
+        };
         let mut out = String::new();
         for l in text.lines() {
             let l = if l.starts_with("preset = ") {
@@ -614,4 +624,424 @@ fn claude_review_cycle_in_tmux_sessions() {
 #[test]
 fn codex_review_cycle() {
     review_cycle("codex", "process", "codex_review_cycle");
+}
+
+/// A model that fails ends the agent non-zero: one crash, the worker waits for a person;
+/// `task respawn` starts it again, resuming its conversation, and it finishes.
+fn failing_model(preset: &str, failure: Value, test: &str) {
+    if !isolated(test) {
+        return;
+    }
+    let script = json!({"conversations": [
+        {"match": WORKER, "turns": [
+            failure,
+            shell(preset, &work("hello", "written after the model came back")),
+            text("Handed over."),
+        ]},
+        {"match": REVIEWER, "turns": [
+            shell(preset, &review("PASS: fine", "reviewing")),
+            text("Passed."),
+        ]},
+    ]});
+    let p = Project::new(test, preset, "process", script);
+    p.ok(&["task", "create", "hello", "--title", "Write hello.txt"]);
+    let (code, out) = p.run();
+    assert_eq!(
+        code,
+        7,
+        "a crashed worker waits for a person:\n{out}\n{}",
+        p.logs()
+    );
+    let t = p.task("hello");
+    assert_eq!(
+        (t["status"].as_str(), t["crash_count"].as_u64()),
+        (Some("working"), Some(1)),
+        "{t}"
+    );
+    assert!(t["dead"].as_bool().unwrap(), "{t}");
+    let ev = p.events("hello");
+    let exits: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["type"] == "session.exited")
+        .collect();
+    assert_eq!(exits.len(), 1, "one end, reported once: {ev:#?}");
+    assert!(
+        exits[0]["reason"].as_str().unwrap().contains("exit 1"),
+        "{}",
+        exits[0]
+    );
+    assert_eq!(
+        ev.iter().filter(|e| e["type"] == "agent.crashed").count(),
+        1
+    );
+
+    p.ok(&["task", "respawn", "hello"]);
+    let (code, out) = p.run();
+    assert_eq!(code, 6, "{out}\n{}", p.logs());
+    let t = p.task("hello");
+    assert_eq!(t["status"], "reviewing", "{t}");
+    assert!(p.logs().contains("resuming conversation"), "{}", p.logs());
+    // The respawned worker's request carries the first session's prompt: resumed.
+    let reqs = p.model.conversation(0);
+    let last = reqs.last().unwrap()["body"].to_string();
+    assert_eq!(
+        last.matches(WORKER).count(),
+        2,
+        "both prompts in one conversation"
+    );
+}
+
+#[test]
+fn claude_model_http_500_is_one_crash_and_respawn_resumes() {
+    failing_model(
+        "claude",
+        json!({"http_error": 500}),
+        "claude_model_http_500_is_one_crash_and_respawn_resumes",
+    );
+}
+
+#[test]
+fn codex_dropped_stream_is_one_crash_and_respawn_resumes() {
+    failing_model(
+        "codex",
+        json!({"drop": true}),
+        "codex_dropped_stream_is_one_crash_and_respawn_resumes",
+    );
+}
+
+/// A worker that tries to stop without its Handoff is sent back by Warden's stop hook,
+/// told what to write where and which command to run; it writes it and hands over, and
+/// nothing is counted as a crash.
+#[test]
+fn claude_stop_hook_sends_a_worker_back_for_its_handoff() {
+    let test = "claude_stop_hook_sends_a_worker_back_for_its_handoff";
+    if !isolated(test) {
+        return;
+    }
+    let script = json!({"conversations": [
+        {"match": WORKER, "turns": [
+            shell("claude", "printf 'hello\\n' > hello.txt"),
+            text("I believe I am done."),
+            shell("claude", &format!(
+                "printf '\\n## Handoff\\nDONE: hello.txt\\n' >> \"$WARDEN_TASK_FILE\" && {} task complete hello",
+                warden().display()
+            )),
+            text("Handed over."),
+        ]},
+        {"match": REVIEWER, "turns": [
+            shell("claude", &review("PASS: fine", "reviewing")),
+            text("Passed."),
+        ]},
+    ]});
+    let p = Project::new(test, "claude", "process", script);
+    p.ok(&["task", "create", "hello", "--title", "Write hello.txt"]);
+    let (code, out) = p.run();
+    assert_eq!(code, 6, "{out}\n{}", p.logs());
+    let t = p.task("hello");
+    assert_eq!(
+        (t["status"].as_str(), t["crash_count"].as_u64()),
+        (Some("reviewing"), Some(0)),
+        "{t}"
+    );
+    // The request after the stop carries Warden's answer, naming the file and command.
+    let reqs = p.model.conversation(0);
+    assert_eq!(reqs.len(), 4, "{reqs:#?}");
+    let blocked = reqs[2]["body"].to_string();
+    for want in [
+        "is not handed over yet",
+        "## Handoff",
+        &p.task_file("hello").display().to_string(),
+        &format!("{} task complete hello", warden().display()),
+        "1 of them",
+    ] {
+        assert!(
+            blocked.contains(want),
+            "{want:?} not in the request after the block"
+        );
+    }
+    assert!(
+        !reqs[1]["body"]
+            .to_string()
+            .contains("is not handed over yet")
+    );
+    let logs = p.logs();
+    assert!(
+        logs.contains("the stop hook sent it back for its ## Handoff (1 of 3)"),
+        "{logs}"
+    );
+    assert!(!p.event_types("hello").contains(&"agent.crashed".to_owned()));
+}
+
+/// Codex has no cap on a stop hook's blocks: Warden's own bound (`stop_hook_blocks`)
+/// lets a worker that never writes its Handoff end, and exit monitoring counts the crash.
+#[test]
+fn codex_stop_hook_gives_up_after_its_bound() {
+    let test = "codex_stop_hook_gives_up_after_its_bound";
+    if !isolated(test) {
+        return;
+    }
+    let script = json!({"conversations": [
+        {"match": WORKER, "turns": [text("I believe I am done.")]},
+    ]});
+    let p = Project::new(test, "codex", "process", script);
+    p.ok(&["task", "create", "hello", "--title", "Write hello.txt"]);
+    let (code, out) = p.run();
+    assert_eq!(code, 7, "{out}\n{}", p.logs());
+    let t = p.task("hello");
+    assert_eq!(
+        (t["status"].as_str(), t["crash_count"].as_u64()),
+        (Some("working"), Some(1)),
+        "{t}"
+    );
+    // The first answer, then one per block: three blocks, then Warden let it stop.
+    let reqs = p.model.conversation(0);
+    assert_eq!(reqs.len(), 4, "{}", p.logs());
+    for (i, r) in reqs.iter().enumerate() {
+        let sent_back = r["body"]
+            .to_string()
+            .matches("is not handed over yet")
+            .count();
+        assert_eq!(sent_back, i, "request {i} carries each block so far");
+    }
+    let logs = p.logs();
+    assert!(logs.contains("(3 of 3)"), "{logs}");
+    assert!(
+        logs.contains("let it end without its ## Handoff after 3 block(s)"),
+        "{logs}"
+    );
+}
+
+/// aider runs no commands: its worker edits files, writes its Handoff into TASK.md and
+/// exits, and exit monitoring moves the task to review; its reviewer writes a verdict
+/// the same way. The reviewer runs with its own arguments (another model).
+#[test]
+fn aider_hands_over_by_exiting_with_its_handoff_written() {
+    let test = "aider_hands_over_by_exiting_with_its_handoff_written";
+    if !isolated(test) {
+        return;
+    }
+    let task_file = project_dir(test).join("project/.warden/tasks/hello/TASK.md");
+    let task_file = task_file.display().to_string();
+    let edit = |file: &str, text: &str| {
+        format!("{file}\n```\n<<<<<<< SEARCH\n=======\n{text}>>>>>>> REPLACE\n```\n\n")
+    };
+    let script = json!({"conversations": [
+        {"match": WORKER, "turns": [text(&format!(
+            "{}{}",
+            edit("hello.txt", "hello\n"),
+            edit(&task_file, "\n## Handoff\nDONE: hello.txt\n")
+        ))]},
+        {"match": REVIEWER, "turns": [text(&edit(&task_file, "\n## Review\nPASS: hello.txt is there\n"))]},
+    ]});
+    let p = Project::new(test, "aider", "process", script);
+    p.configure(
+        "aider",
+        "process",
+        &[
+            "[agent.aider.reviewer]",
+            &format!(
+                "args = {}",
+                json!([
+                    "--openai-api-base",
+                    format!("http://127.0.0.1:{}/v1", p.model.port),
+                    "--openai-api-key",
+                    "x",
+                    "--model",
+                    "openai/reviewer-model",
+                    "--edit-format",
+                    "diff",
+                    "--model-metadata-file",
+                    p.dir.join("aider-models.json").display().to_string(),
+                ])
+            ),
+        ],
+    );
+    p.ok(&["task", "create", "hello", "--title", "Write hello.txt"]);
+    let (code, out) = p.run();
+    assert_eq!(code, 6, "{out}\n{}", p.logs());
+    let t = p.task("hello");
+    assert_eq!(
+        (t["status"].as_str(), t["crash_count"].as_u64()),
+        (Some("reviewing"), Some(0)),
+        "{t}"
+    );
+    // Both moves were exit monitoring's: aider never called Warden.
+    let advanced: Vec<String> = p
+        .events("hello")
+        .iter()
+        .filter(|e| e["type"] == "auto.advanced")
+        .map(|e| {
+            format!(
+                "{} -> {}",
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        advanced,
+        ["working -> agent-review", "agent-review -> reviewing"]
+    );
+    // The worker and the reviewer asked different models (the reviewer's own args).
+    let models: Vec<String> = p
+        .model
+        .requests()
+        .iter()
+        .filter(|r| r["api"] == "chat")
+        .map(|r| {
+            format!(
+                "{}:{}",
+                r["conversation"],
+                r["body"]["model"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(models.contains(&"0:worker-model".to_owned()), "{models:?}");
+    assert!(
+        models.contains(&"1:reviewer-model".to_owned()),
+        "{models:?}"
+    );
+    // Its histories stay beside TASK.md; the worktree holds only the work.
+    p.ok(&["task", "approve", "hello"]);
+    assert_eq!(p.on_main("hello.txt"), "hello\n");
+    let tree = git(&p.root, &["ls-tree", "-r", "--name-only", "main"]);
+    assert_eq!(
+        tree, "README.md\nhello.txt\n",
+        "nothing of aider's reached the branch"
+    );
+    assert!(
+        p.root
+            .join(".warden/tasks/hello/agent/aider-chat.md")
+            .is_file()
+    );
+}
+
+/// Fills a task's memory until its prompt is over 2 MiB (each merge a file under the
+/// 1 MiB input limit, each item at the 256-character cap), ending with `marker`.
+fn two_mib_of_memory(p: &Project, id: &str, marker: &str) {
+    let item = "x".repeat(250);
+    for i in 0..9 {
+        let items: Vec<String> = (0..1000).map(|j| format!("{i}-{j} {item}")).collect();
+        let f = p.dir.join(format!("memory-{i}.json"));
+        std::fs::write(&f, json!({"decisions": items}).to_string()).unwrap();
+        p.ok(&["memory", "merge", id, f.to_str().unwrap()]);
+    }
+    let f = p.dir.join("memory-last.json");
+    std::fs::write(&f, json!({"decisions": [marker]}).to_string()).unwrap();
+    p.ok(&["memory", "merge", id, f.to_str().unwrap()]);
+}
+
+/// A prompt of over 2 MiB (far over what `exec` takes as one argument) reaches Claude
+/// Code whole, on its standard input.
+#[test]
+fn claude_gets_a_two_mib_prompt_whole() {
+    let test = "claude_gets_a_two_mib_prompt_whole";
+    if !isolated(test) {
+        return;
+    }
+    let script = json!({"conversations": [
+        {"match": WORKER, "turns": [
+            shell("claude", &work("hello", "hello.txt")),
+            text("Handed over."),
+        ]},
+        {"match": REVIEWER, "turns": [
+            shell("claude", &review("PASS: fine", "reviewing")),
+            text("Passed."),
+        ]},
+    ]});
+    let p = Project::new(test, "claude", "process", script);
+    p.ok(&["task", "create", "hello", "--title", "Write hello.txt"]);
+    two_mib_of_memory(&p, "hello", "END-OF-THE-LONG-PROMPT");
+    let (code, out) = p.run();
+    assert_eq!(code, 6, "{out}\n{}", p.logs());
+    let prompt = std::fs::metadata(p.root.join(".warden/tasks/hello/prompt-worker.md")).unwrap();
+    assert!(
+        prompt.len() > 2 << 20,
+        "the prompt is {} bytes",
+        prompt.len()
+    );
+    let first = &p.model.conversation(0)[0];
+    let body = first["body"].to_string();
+    assert!(body.len() > 2 << 20, "the request is {} bytes", body.len());
+    assert!(
+        body.contains("END-OF-THE-LONG-PROMPT"),
+        "the prompt's end arrived"
+    );
+    assert!(body.contains("0-0 xxxx"), "the prompt's start arrived");
+}
+
+/// A person runs Claude Code by hand on a task, with Warden's hooks installed by
+/// `warden hooks install claude`: the stop hook holds the agent to the gate, and the
+/// session-end hook reports the end, so exit monitoring moves the task on.
+#[test]
+fn claude_started_by_hand_with_installed_hooks() {
+    let test = "claude_started_by_hand_with_installed_hooks";
+    if !isolated(test) {
+        return;
+    }
+    let script = json!({"conversations": [
+        {"match": WORKER, "turns": [
+            shell("claude", "printf 'hello\\n' > hello.txt"),
+            text("I believe I am done."),
+            shell("claude", "printf '\\n## Handoff\\nDONE: hello.txt\\n' >> .warden/tasks/hello/TASK.md"),
+            text("Handoff written."),
+        ]},
+    ]});
+    let p = Project::new(test, "claude", "process", script);
+    p.ok(&["task", "create", "hello", "--title", "Write hello.txt"]);
+    p.ok(&["task", "update", "hello", "--status", "working"]);
+    let said = p.ok(&["hooks", "install", "claude"]);
+    assert!(
+        said.contains("added the Stop and SessionEnd hook(s)"),
+        "{said}"
+    );
+    assert!(
+        p.ok(&["hooks", "install", "claude"])
+            .contains("already there")
+    );
+    assert_eq!(
+        git(&p.root, &["status", "--porcelain"]),
+        "",
+        "the settings stay out of git"
+    );
+    let prompt = p.dir.join("prompt.txt");
+    std::fs::write(&prompt, p.ok(&["prompt", "hello"])).unwrap();
+    let out = Command::new(programs().claude)
+        .args(["-p", "--allowedTools", "Bash Edit Write"])
+        .current_dir(&p.root)
+        .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .env("WARDEN_TASK_ID", "hello")
+        .stdin(std::fs::File::open(&prompt).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = p.task("hello");
+    assert_eq!(
+        (t["status"].as_str(), t["crash_count"].as_u64()),
+        (Some("agent-review"), Some(0)),
+        "{t}"
+    );
+    let ev = p.events("hello");
+    let exited = ev
+        .iter()
+        .find(|e| e["type"] == "session.exited")
+        .expect("an exit report");
+    assert!(
+        exited["reason"]
+            .as_str()
+            .unwrap()
+            .contains("harness session end: other"),
+        "{exited}"
+    );
+    assert!(ev.iter().any(|e| e["type"] == "auto.advanced"), "{ev:#?}");
+    let reqs = p.model.conversation(0);
+    assert!(
+        reqs[2]["body"]
+            .to_string()
+            .contains("is not handed over yet")
+    );
 }

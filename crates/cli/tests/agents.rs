@@ -503,6 +503,8 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
     }
     let script = json!({"conversations": [
         {"match": WORKER, "turns": [
+            // Warden's own MCP server, registered for the session, fenced to its task.
+            {"tool": "mcp__warden__task_get", "input": {"id": "hello"}},
             shell(preset, &work("hello", "hello.txt has its first line")),
             text("Handed over."),
             shell(preset, &work("second", "the second line the review asked for")),
@@ -553,9 +555,9 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
     assert!(convs.len() >= 2, "{convs:?}");
     // ... and the second worker and reviewer resumed theirs: the model got the first
     // session's prompt and calls again in the same conversation, then the new prompt.
-    for (conv, first, again) in [
-        (0, WORKER, "You are fixing issues found in review."),
-        (1, REVIEWER, REVIEWER),
+    for (conv, first, again, steps) in [
+        (0, WORKER, "You are fixing issues found in review.", 5),
+        (1, REVIEWER, REVIEWER, 4),
     ] {
         let reqs = p.model.conversation(conv);
         let positions: Vec<u64> = reqs
@@ -564,7 +566,7 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
             .collect();
         assert_eq!(
             positions,
-            [0, 1, 2, 3],
+            (0..steps).collect::<Vec<u64>>(),
             "{conv}: one conversation, resumed: {positions:?}"
         );
         let last = reqs.last().unwrap()["body"].to_string();
@@ -580,6 +582,13 @@ fn review_cycle(preset: &str, session: &str, test: &str) {
     }
     let logs = p.logs();
     assert!(logs.contains("resuming conversation"), "{logs}");
+    // The MCP call reached Warden, which answered with the task (as the agent role).
+    let after_mcp = p.model.conversation(0)[1]["body"].to_string();
+    assert!(
+        after_mcp.contains(r#"\"gate\":\"EXECUTING\""#) && after_mcp.contains("warden/hello"),
+        "no task_get result in the request after the call: {}",
+        &after_mcp[after_mcp.len().saturating_sub(3000)..]
+    );
     // Prompts name Warden by its absolute path (an agent's shell may not find it on PATH).
     let prompt =
         std::fs::read_to_string(p.root.join(".warden/tasks/hello/prompt-worker.md")).unwrap();

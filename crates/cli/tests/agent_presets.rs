@@ -28,14 +28,10 @@ fn agent_config(ws: &Workspace, lines: &[&str], tail: &str) {
     std::fs::write(&cfg, format!("{text}\n{tail}")).unwrap();
 }
 
-/// The database and TASK.md bytes: what "nothing stored changed" compares.
+/// The database and its WAL: what "nothing stored changed" compares.
 fn stored(ws: &Workspace) -> Vec<u8> {
     let mut all = std::fs::read(ws.root.join(".warden/warden.db")).unwrap();
-    for f in ["-wal"] {
-        all.extend(
-            std::fs::read(ws.root.join(format!(".warden/warden.db{f}"))).unwrap_or_default(),
-        );
-    }
+    all.extend(std::fs::read(ws.root.join(".warden/warden.db-wal")).unwrap_or_default());
     all
 }
 

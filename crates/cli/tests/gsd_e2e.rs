@@ -61,13 +61,7 @@ impl Project {
         git(&p.root, &["commit", "-q", "-m", "plan the project"]);
         p.ok(&["init"]);
         let cfg = p.root.join(".warden/warden.toml");
-        let text = std::fs::read_to_string(&cfg).unwrap().replace(
-            "command = [\"claude\", \"-p\", \"{prompt}\"]",
-            &format!(
-                "command = [\"{}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]",
-                bin().display()
-            ),
-        );
+        let text = crate::run_e2e::sim_agent(&std::fs::read_to_string(&cfg).unwrap());
         std::fs::write(&cfg, text).unwrap();
         p
     }

@@ -80,13 +80,7 @@ impl Project {
         };
         p.ok(&["init"]);
         let cfg = p.root.join(".warden/warden.toml");
-        let text = std::fs::read_to_string(&cfg).unwrap().replace(
-            "command = [\"claude\", \"-p\", \"{prompt}\"]",
-            &format!(
-                "command = [\"{}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]",
-                bin().display()
-            ),
-        );
+        let text = sim_agent(&std::fs::read_to_string(&cfg).unwrap());
         let text = text.replace("session = \"process\"", &format!("session = \"{session}\""));
         std::fs::write(&cfg, text).unwrap();
         p
@@ -510,12 +504,16 @@ fn sessions_carry_no_store_secrets() {
                 }
             })
             .collect::<Vec<_>>()
-            .join("\n");
+            .join("\n")
+            // An agent's key passes only when listed; the basics always do.
+            .replace("pass_env = []", "pass_env = [\"MY_AGENT_KEY\"]");
         std::fs::write(&cfg, text).unwrap();
         let db = p.root.join(".warden/warden.db");
         p.env = vec![
             ("WARDEN_STORE_URL", format!("sqlite:{}", db.display())),
             ("PGPASSWORD", "hunter2-secret".into()),
+            ("MY_AGENT_KEY", "listed-key".into()),
+            ("ANTHROPIC_API_KEY", "unlisted-key".into()),
         ];
         p.import(r#"{"tasks": [{"id": "a", "agent": "do it (sim:good)"}]}"#);
         p.run_to_end();
@@ -533,6 +531,12 @@ fn sessions_carry_no_store_secrets() {
             assert!(!env.contains("hunter2"), "{session}: {env}");
             assert!(!env.contains("WARDEN_STORE_URL="), "{session}: {env}");
             assert!(env.contains("WARDEN_CREDENTIALS="), "{session}: {env}");
+            assert!(
+                env.contains("MY_AGENT_KEY=listed-key\n"),
+                "{session}: {env}"
+            );
+            assert!(!env.contains("unlisted-key"), "{session}: {env}");
+            assert!(env.contains("\nHOME="), "{session}: {env}");
         }
         let creds = dir.join("credentials");
         let mode = std::fs::metadata(&creds).unwrap().permissions().mode();
@@ -548,6 +552,10 @@ fn sessions_carry_no_store_secrets() {
                 .unwrap();
             let global = String::from_utf8_lossy(&out.stdout);
             assert!(!global.contains("hunter2"), "tmux global env: {global}");
+            assert!(
+                !global.contains("unlisted-key"),
+                "tmux global env: {global}"
+            );
         }
         // Without secrets in the environment, the next run removes the file.
         p.env = vec![("WARDEN_STORE_URL", String::new())];
@@ -611,4 +619,25 @@ fn abandoned_leases_are_released() {
         vec![("c".to_owned(), live)],
         "only the live runner's lease stays"
     );
+}
+
+/// warden.toml with the custom preset running the simulated agent.
+pub fn sim_agent(config: &str) -> String {
+    let command = format!(
+        "preset = \"custom\"\ncommand = [\"{}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]",
+        bin().display()
+    );
+    let text = config
+        .lines()
+        .map(|l| {
+            if l.starts_with("preset = ") {
+                command.clone()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("agent-sim"), "no preset line in {config}");
+    text + "\n"
 }

@@ -2,6 +2,7 @@
 //! one per file, and one place that lists them. Each module drives the real `warden`
 //! binary against real SQLite, git, tmux and PostgreSQL.
 
+mod agent_presets;
 mod cli_memory_state;
 mod cli_plan;
 mod cli_task;

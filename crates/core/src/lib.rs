@@ -9,6 +9,7 @@ pub mod failure;
 pub mod graph;
 pub mod gsd;
 pub mod history;
+pub mod hook;
 pub mod memory;
 pub mod model;
 pub mod ops;

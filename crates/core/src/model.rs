@@ -212,6 +212,21 @@ named_enum!(
 );
 
 named_enum!(
+    /// How an agent harness is started, given its prompt, named, resumed and hooked
+    /// (`[agent] preset` in warden.toml, or a task's own `preset`).
+    AgentPreset, "agent preset" {
+        /// Claude Code (`claude -p`).
+        Claude = "claude",
+        /// Codex (`codex exec`).
+        Codex = "codex",
+        /// aider (`aider --message-file`).
+        Aider = "aider",
+        /// The argv template of `[agent] command`.
+        Custom = "custom",
+    }
+);
+
+named_enum!(
     /// One step of the phase pipeline (seed 004), in execution order.
     Phase, "phase" {
         /// Merge the branches of done dependencies into the worktree.
@@ -320,6 +335,9 @@ pub struct TaskSpec {
     /// What made the task when a tool did: `plan sync` changes only the tasks it made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// The agent preset this task's sessions use instead of the configured default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<AgentPreset>,
 }
 
 /// The tool that made a task and what the task stands for in that tool's files.
@@ -363,6 +381,7 @@ impl TaskSpec {
             max_attempts,
             evidence: None,
             origin: None,
+            preset: None,
         }
     }
 
@@ -464,6 +483,11 @@ pub struct SessionRecord {
     /// a crash, and the phase runs again after it.
     #[serde(default)]
     pub heal: Option<Phase>,
+    /// The agent harness's own conversation id (Claude Code's session id, Codex's thread
+    /// id), as its session-start hook reported it: a later session of the same role
+    /// resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
 }
 
 /// How many ids of sessions Warden did not start are remembered as reported.
@@ -677,6 +701,16 @@ impl Task {
     /// Sessions whose end has not been reported: believed to be running.
     pub fn open_sessions(&self) -> impl Iterator<Item = &SessionRecord> {
         self.runner.sessions.iter().filter(|s| !s.ended)
+    }
+    /// The conversation of the last session in `role` whose harness reported one: what a
+    /// new session of that role resumes.
+    pub fn last_conversation(&self, role: Role) -> Option<&str> {
+        self.runner
+            .sessions
+            .iter()
+            .rev()
+            .filter(|s| s.role == role)
+            .find_map(|s| s.conversation.as_deref())
     }
     /// Has the current status entry had a work session (heal sessions aside)?
     pub fn had_session(&self) -> bool {

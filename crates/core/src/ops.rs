@@ -724,6 +724,7 @@ pub fn exited(
         session: report.session.clone(),
         exit_code: report.exit_code,
         disposition: decision.disposition,
+        reason: report.reason.clone(),
         role: record.map(|r| r.role),
         stopped: record.is_some_and(|r| r.stop.is_some()),
     }];
@@ -1037,6 +1038,30 @@ pub fn auto_heal(task: &Task, phase: Phase, ctx: &Ctx<'_>) -> Result<Option<Chan
 /// Records events that change no runner field (tamper notes, memory merges).
 pub fn record(task: &Task, kinds: Vec<EventKind>, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
     Change::build(Some(task), task.id(), kinds, ctx, Outcome::Applied)
+}
+
+/// The harness of Warden's session `session` named its conversation: recorded once, so
+/// the next session of that role resumes it. `None` (nothing to write) when the session
+/// is not one of Warden's or already has this conversation.
+pub fn conversation(
+    task: &Task,
+    session: &str,
+    conversation: &str,
+    ctx: &Ctx<'_>,
+) -> Result<Option<Change>, Refusal> {
+    let known = task.sessions().iter().find(|s| s.id == session);
+    match known {
+        Some(s) if s.conversation.as_deref() != Some(conversation) => record(
+            task,
+            vec![EventKind::AgentConversation {
+                session: session.to_owned(),
+                conversation: conversation.to_owned(),
+            }],
+            ctx,
+        )
+        .map(Some),
+        _ => Ok(None),
+    }
 }
 
 #[cfg(test)]

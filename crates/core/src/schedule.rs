@@ -599,6 +599,7 @@ pub fn gone_report(session: &str) -> ExitReport {
     ExitReport {
         session: Some(session.to_owned()),
         exit_code: Some(UNKNOWN_EXIT),
+        reason: None,
     }
 }
 

@@ -106,6 +106,9 @@ pub struct Engine {
     /// through [`Engine::write_task`] is checked against it before deciding and fenced by
     /// it in the commit ([`StoreError::LeaseLost`], exit 4). `None` for people and agents.
     pub fence: Option<Fence>,
+    /// The `warden` binary prompts tell agents to run (by absolute path: an agent's shell
+    /// may not have it on `PATH`). The running binary unless a front end says otherwise.
+    pub warden_exe: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Engine {
@@ -216,6 +219,7 @@ impl Engine {
             store,
             actor,
             fence: None,
+            warden_exe: std::env::current_exe().unwrap_or_else(|_| "warden".into()),
         })
     }
 
@@ -609,6 +613,7 @@ impl Engine {
             task_file: &task_file,
             max_review_rounds: self.config.limits.max_review_rounds,
             instructions,
+            warden: &prompt::shell_word(&self.warden_exe.to_string_lossy()),
         };
         prompt::render(&template, &input).map_err(|e| {
             Failure::usage(format!(

@@ -355,6 +355,8 @@ pub fn apply_state_updates(
                     // Not in the flat plan shape, so not editable through it: kept.
                     spec.evidence.clone_from(&truth.evidence);
                     spec.origin.clone_from(&truth.origin);
+                    // A person's choice, like the workflow: restored (and noted).
+                    spec.preset = truth.preset;
                     if m.deps_differ || m.spec_differ {
                         if m.deps_differ {
                             spec.depends_on = truth.depends_on.clone();
@@ -615,6 +617,12 @@ fn note_person_fields(out: &mut Vec<TamperNote>, node: &PlanNode, truth: &TaskSp
     }
     if let Some(w) = node.workflow.filter(|w| *w != truth.workflow) {
         note("workflow", w.to_string(), truth.workflow.to_string());
+    }
+    if let Some(p) = node.preset.filter(|p| Some(*p) != truth.preset) {
+        let stored = truth
+            .preset
+            .map_or("(default)".to_owned(), |t| t.to_string());
+        note("preset", p.to_string(), stored);
     }
 }
 

@@ -136,7 +136,44 @@ impl Project {
     /// Runs the supervisor until idle; returns its exit code, which is one of the
     /// documented ones (0 all done, 6 waiting for a person, 7 stuck, dead or blocked).
     pub(crate) fn until_idle(&self) -> i32 {
-        let o = self.run(&["run", "--until-idle", "--max-parallel", "4"]);
+        // A run that never goes idle fails the test after a generous deadline instead of
+        // hanging it (and CI with it).
+        let mut child = self
+            .cmd(&["run", "--until-idle", "--max-parallel", "4"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let read = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                let _ = r.read_to_end(&mut v);
+                v
+            })
+        };
+        let (out, err) = (read(Box::new(out)), read(Box::new(err)));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "warden run --until-idle did not go idle within 300 s:\n{}",
+                    String::from_utf8_lossy(&out.join().unwrap())
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let o = Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        };
         let code = o.status.code().unwrap_or(-1);
         assert!(
             [0, 6, 7].contains(&code),

@@ -343,7 +343,9 @@ impl Step<'_> {
                 &spec.log_path,
                 &format!("--- session {session_id} could not start: {e} ---"),
             );
+            let mut agent_work = true;
             self.write(id, |t, _| {
+                agent_work = t.work_is_agent();
                 Ok(Decision::retryable(schedule::react_start_failed(
                     t,
                     &session_id,
@@ -351,8 +353,13 @@ impl Step<'_> {
                     &eng.ctx(&shown),
                 )?))
             })?;
+            let next = if agent_work {
+                format!("fix it and run `warden task respawn {id}`")
+            } else {
+                "fix it: the work is tried again after the backoff while attempts remain".into()
+            };
             return Err(Failure::internal(format!(
-                "{id}: the {role} session could not start: {e}; fix it and run `warden task respawn {id}`"
+                "{id}: the {role} session could not start: {e}; {next}"
             ))
             .into());
         }

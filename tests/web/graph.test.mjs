@@ -10,7 +10,7 @@
 
 import { chromium } from 'playwright-core';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, appendFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, appendFileSync, rmSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -138,6 +138,21 @@ async function main() {
       refused = true;
     }
     assert(refused, 'mermaid refused the broken label');
+  });
+
+  test('every Mermaid picture in README.md and docs/ parses', async () => {
+    const files = [path.join(HERE, '..', '..', 'README.md')];
+    const docs = path.join(HERE, '..', '..', 'docs');
+    for (const f of readdirSync(docs)) if (f.endsWith('.md')) files.push(path.join(docs, f));
+    let n = 0;
+    for (const f of files) {
+      for (const m of readFileSync(f, 'utf8').matchAll(/```mermaid\n([\s\S]*?)```/g)) {
+        const type = await page.evaluate(async (t) => (await window.mermaid.parse(t)).diagramType, m[1]);
+        assert(type, `${f}: a diagram`);
+        n += 1;
+      }
+    }
+    assert(n >= 1, 'README.md has the lifecycle picture');
   });
 
   let passed = 0;

@@ -101,7 +101,7 @@ fn stand_in(prefix: &[u8], bytes: usize) -> Option<Vec<u8>> {
 /// The value of `"id"` in the outermost object of a JSON text's beginning (a number or
 /// a string), found by a scan that tracks strings and nesting, so an `"id"` inside
 /// `params` is never taken for it.
-fn top_level_id(text: &str) -> Option<serde_json::Value> {
+pub(crate) fn top_level_id(text: &str) -> Option<serde_json::Value> {
     let raw = top_level_raw(text, "id")?;
     serde_json::from_str::<serde_json::Value>(raw)
         .ok()

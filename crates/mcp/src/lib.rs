@@ -5,6 +5,8 @@
 
 mod actions;
 mod framing;
+#[cfg(feature = "testing")]
+pub mod fuzzing;
 mod params;
 mod server;
 

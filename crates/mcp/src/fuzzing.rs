@@ -18,7 +18,7 @@ pub fn message(data: &[u8]) {
         assert!(id.is_number() || id.is_string(), "{id}");
     }
     // The bounded reader, with a limit below the input's length half the time.
-    let limit = if data.len() > 64 && data[0] % 2 == 0 {
+    let limit = if data.len() > 64 && data[0].is_multiple_of(2) {
         data.len() / 2
     } else {
         usize::MAX

@@ -433,3 +433,65 @@ fn status_shows_the_supervisor_alive_and_what_it_runs() {
     assert!(left.is_empty(), "{left:?}");
     p.ok(&["task", "cancel", "t"]);
 }
+
+/// One run with a merge, a stuck task, a review and a crash: the outcome lines a person
+/// reads, the same as JSON events for a script, and `--until-idle`'s exit codes as the
+/// person acts (7 while something is stuck or dead, 6 while only reviews wait, 0 done).
+#[test]
+fn a_run_says_what_happened_and_its_exit_code_says_what_is_left() {
+    let p = Project::new("process");
+    p.limits(&[("retry_backoff_s", "0")]);
+    p.import(
+        r#"{"tasks": [
+            {"id": "ok", "work": "echo ok > ok.txt"},
+            {"id": "bad", "work": "false", "max_attempts": 1},
+            {"id": "rev", "agent": "review me"},
+            {"id": "crash", "agent": "crash first (sim:crash-once)"}
+        ]}"#,
+    );
+    let o = p.run(&["--json", "run", "--until-idle", "--max-parallel", "4"]);
+    assert_eq!(o.status.code(), Some(7), "stuck or dead: {}", text(&o.stderr));
+    let events: Vec<Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let outcome = |kind: &str, task: &str| {
+        events
+            .iter()
+            .find(|e| e["event"] == "outcome" && e["outcome"] == kind && e["task"] == task)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} outcome of {task} in {events:#?}"))
+    };
+    assert_eq!(outcome("done", "ok")["merged"], true);
+    outcome("stuck", "bad");
+    outcome("needs_review", "rev");
+    outcome("crashed", "crash");
+    let idle = events.last().unwrap();
+    assert_eq!(idle["event"], "idle", "{idle}");
+    assert_eq!(idle["code"], 7);
+    assert_eq!(idle["needs_person"], serde_json::json!(["rev"]), "{idle}");
+    let mut left = idle["stuck_or_dead"].as_array().unwrap().clone();
+    left.sort_by_key(|v| v.as_str().unwrap().to_owned());
+    assert_eq!(left, [serde_json::json!("bad"), serde_json::json!("crash")]);
+    assert_eq!(
+        super::run_e2e::git(&p.root, &["show", "main:ok.txt"]),
+        "ok\n"
+    );
+    // The person acts: respawn the crashed worker, cancel the stuck task. Only reviews
+    // wait now: 6. The text log says so, with the commands.
+    p.ok(&["task", "respawn", "crash"]);
+    p.ok(&["task", "cancel", "bad"]);
+    let o = p.run(&["run", "--until-idle"]);
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o.stderr));
+    let log = text(&o.stdout);
+    assert!(
+        log.contains("? crash waits for your review: `warden task approve crash` or `warden task reject crash --reason …`"),
+        "{log}"
+    );
+    assert!(log.contains("waiting for you: crash, rev"), "{log}");
+    p.ok(&["task", "approve", "crash"]);
+    p.ok(&["task", "approve", "rev"]);
+    let o = p.run(&["run", "--until-idle"]);
+    assert_eq!(o.status.code(), Some(0), "all done: {}", text(&o.stdout));
+    p.check();
+}

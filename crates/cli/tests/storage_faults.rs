@@ -75,19 +75,21 @@ fn a_lock_held_past_busy_timeout_gives_exit_4_and_changes_nothing() {
         .unwrap()
         .replace("busy_timeout_ms = 5000", "busy_timeout_ms = 200");
     std::fs::write(&cfg, text).unwrap();
-    // Another process holds SQLite's write lock for two seconds.
+    // Another process holds SQLite's write lock until the test lets it go (a line on
+    // its stdin): no clock decides who wins.
     let db = ws.dir.join(".warden/warden.db");
     let mut holder = Command::new("python3")
         .arg("-c")
         .arg(
-            "import sqlite3, sys, time\n\
+            "import sqlite3, sys\n\
              c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
              c.execute('BEGIN IMMEDIATE')\n\
              print('locked', flush=True)\n\
-             time.sleep(2)\n\
+             sys.stdin.readline()\n\
              c.execute('ROLLBACK')\n",
         )
         .arg(&db)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3 runs");
@@ -102,6 +104,7 @@ fn a_lock_held_past_busy_timeout_gives_exit_4_and_changes_nothing() {
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+    std::io::Write::write_all(holder.stdin.as_mut().unwrap(), b"release\n").unwrap();
     holder.wait().unwrap();
     let o = ws.run(&["--json", "task", "show", "t"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("\"status\": \"pending\""));

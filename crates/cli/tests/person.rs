@@ -450,7 +450,12 @@ fn a_run_says_what_happened_and_its_exit_code_says_what_is_left() {
         ]}"#,
     );
     let o = p.run(&["--json", "run", "--until-idle", "--max-parallel", "4"]);
-    assert_eq!(o.status.code(), Some(7), "stuck or dead: {}", text(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "stuck or dead: {}",
+        text(&o.stderr)
+    );
     let events: Vec<Value> = text(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))

@@ -316,11 +316,7 @@ fn render_detail(frame: &mut Frame, app: &App, area: Rect, now: Timestamp) {
         .borders(Borders::TOP)
         .padding(Padding::horizontal(1))
         .title(format!(" {} — {} ", t.id(), t.spec.title));
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let [left, right] = Layout::horizontal([Constraint::Fill(1), Constraint::Fill(1)])
-        .spacing(2)
-        .areas(inner);
+    let [left, right] = framed_halves(frame, block, area);
     let detail = app.detail();
     frame.render_widget(Paragraph::new(summary_lines(app, t, detail)), left);
     frame.render_widget(
@@ -582,11 +578,7 @@ fn render_full_detail(frame: &mut Frame, app: &App, area: Rect, now: Timestamp) 
             t.id(),
             t.spec.title
         ));
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let [left, right] = Layout::horizontal([Constraint::Fill(1), Constraint::Fill(1)])
-        .spacing(2)
-        .areas(inner);
+    let [left, right] = framed_halves(frame, block, area);
     let detail = app.detail();
     let mut lines = summary_lines(app, t, detail);
     if let Some(d) = detail {
@@ -607,4 +599,13 @@ fn render_full_detail(frame: &mut Frame, app: &App, area: Rect, now: Timestamp) 
         Paragraph::new(activity_lines(detail, right.height as usize, now)),
         right,
     );
+}
+
+/// Draws `block` over `area` and splits its inside into two columns.
+fn framed_halves(frame: &mut Frame, block: Block<'_>, area: Rect) -> [Rect; 2] {
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    Layout::horizontal([Constraint::Fill(1), Constraint::Fill(1)])
+        .spacing(2)
+        .areas(inner)
 }

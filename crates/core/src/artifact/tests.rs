@@ -891,3 +891,12 @@ fn invisible_characters_and_empty_fences_are_not_content() {
         assert!(has_content(full), "{full:?}");
     }
 }
+
+/// A fence "closed" by a line with a tab after it is still open (as pulldown-cmark reads
+/// it): a heading after the next fence line is a heading. Found by the `taskmd` fuzzer.
+#[test]
+fn a_closing_fence_with_a_tab_after_it_does_not_close() {
+    let doc = parse("## A\n```\n## no\n```\t\n```\n\n## Handoff\ndone\n");
+    let names: Vec<&str> = doc.sections.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["A", "Handoff"]);
+}

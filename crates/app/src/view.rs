@@ -113,7 +113,7 @@ impl TaskView {
             auto_heal: t.auto_heal().to_vec(),
             spec: t.spec.spec.clone(),
             evidence: t.spec.evidence.clone(),
-            origin: t.spec.origin.clone(),
+            origin: t.spec.origin.as_deref().cloned(),
             branch: t.branch(),
             session: t.live_session().map(str::to_owned),
             dead: t.is_dead(),

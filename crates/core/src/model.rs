@@ -286,8 +286,10 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
     /// What made the task when a tool did: `plan sync` changes only the tasks it made.
+    /// Boxed: most tasks have none, and a smaller spec keeps a 100k-node `plan apply`
+    /// writing its output over the file's own nodes (see `tree::ReconciledNode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<Origin>,
+    pub origin: Option<Box<Origin>>,
 }
 
 /// The tool that made a task and what the task stands for in that tool's files.

@@ -64,6 +64,15 @@ pub struct ReconciledNode {
     pub new: bool,
 }
 
+// `apply_state_updates` maps the file's nodes into the output with
+// `into_iter().map().collect()`, which writes each output node over the file node it was
+// made from only when it is no bigger: at 100k nodes a fresh output would cost 27 MB of
+// page faults, and the writes would miss every cache.
+const _: () = assert!(
+    std::mem::size_of::<ReconciledNode>() <= std::mem::size_of::<PlanNode>()
+        && std::mem::align_of::<ReconciledNode>() == std::mem::align_of::<PlanNode>()
+);
+
 /// The result of a successful apply: the whole new tree and what changed. Every id list
 /// is sorted; `nodes` is in depth-first `(order, id)` order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -565,59 +574,6 @@ fn permute<T>(v: &mut [T], order: &[usize]) {
     }
 }
 
-/// Agents may edit only `title`, `body`, `order` and `parent` of an existing node through
-/// the tree protocol (DESIGN 2, the field table): dependencies, specs, `max_attempts` and
-/// the workflow are a person's, and are restored from the store. Notes each value the
-/// file states that differs from the stored one.
-fn note_person_fields(out: &mut Vec<TamperNote>, node: &PlanNode, truth: &TaskSpec) {
-    // Compare first and format only a difference: this runs for every node of the tree.
-    let mut note = |field: &'static str, agent: String, true_value: String| {
-        out.push(TamperNote {
-            id: node.id.clone(),
-            field,
-            agent_value: agent,
-            true_value,
-        });
-    };
-    let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
-    let spec_str = |w: &Option<WorkSpec>| format!("{w:?}");
-    if !node.depends_on.is_empty() && node.depends_on != truth.depends_on {
-        note("depends_on", ids(&node.depends_on), ids(&truth.depends_on));
-    }
-    // `work` wins over `agent` (as in `PlanNode::into_spec`).
-    let same_work = match (&node.work, &node.agent, &truth.spec.work) {
-        (Some(w), _, t) => Some(w) == t.as_ref(),
-        (None, Some(a), Some(WorkSpec::Agent(t))) => a == t,
-        (None, Some(_), _) => false,
-        (None, None, _) => true,
-    };
-    if !same_work {
-        note(
-            "work",
-            spec_str(&node.work_spec()),
-            spec_str(&truth.spec.work),
-        );
-    }
-    if node.prechecks.is_some() && node.prechecks != truth.spec.prechecks {
-        let (a, t) = (spec_str(&node.prechecks), spec_str(&truth.spec.prechecks));
-        note("prechecks", a, t);
-    }
-    if node.postchecks.is_some() && node.postchecks != truth.spec.postchecks {
-        let (a, t) = (spec_str(&node.postchecks), spec_str(&truth.spec.postchecks));
-        note("postchecks", a, t);
-    }
-    if let Some(m) = node.max_attempts.filter(|m| *m != truth.max_attempts) {
-        note(
-            "max_attempts",
-            m.to_string(),
-            truth.max_attempts.to_string(),
-        );
-    }
-    if let Some(w) = node.workflow.filter(|w| *w != truth.workflow) {
-        note("workflow", w.to_string(), truth.workflow.to_string());
-    }
-}
-
 /// What step 1 takes from a file node's stored task, decided before the file's nodes
 /// are moved into the output (see [`match_all`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -637,7 +593,7 @@ pub(super) struct Matched {
 }
 
 /// Compares every file node (in output order) with its stored task: `None` for a new
-/// node. Also returns the person-owned fields the file changed ([`note_person_fields`]),
+/// node. Also returns the person-owned fields the file changed (see [`match_range`]),
 /// each with the output position of its node, in output order.
 pub(super) fn match_all(
     next: &[PlanNode],
@@ -675,7 +631,6 @@ pub(super) fn match_range(
     out: &mut [Option<Matched>],
 ) -> Vec<(u32, TamperNote)> {
     let mut notes = Vec::new();
-    let mut found = Vec::new();
     for (k, slot) in (from..).zip(out.iter_mut()) {
         let j = prev_of[pre[k]];
         if j == NONE {
@@ -683,22 +638,81 @@ pub(super) fn match_range(
         }
         let (node, t) = (&next[k], &prev[j as usize]);
         let truth = &t.spec;
-        note_person_fields(&mut found, node, truth);
-        notes.extend(found.drain(..).map(|note| (k as u32, note)));
-        // As `PlanNode::into_spec` would fill them in.
-        let work_same = match (&node.work, &node.agent, &truth.spec.work) {
-            (Some(w), _, t) => Some(w) == t.as_ref(),
-            (None, Some(a), Some(WorkSpec::Agent(t))) => a == t,
-            (None, Some(_), _) => false,
-            (None, None, t) => t.is_none(),
+        // Each field is compared once, for both the spec `PlanNode::into_spec` would
+        // build and the notes of what the file stated differently.
+        let deps_same = node.depends_on == truth.depends_on;
+        // `work` wins over `agent` (as in `PlanNode::into_spec`); a node that states no
+        // work gets none (a difference), but states nothing to note.
+        let (work_same, work_stated) = match (&node.work, &node.agent, &truth.spec.work) {
+            (Some(w), _, t) => (Some(w) == t.as_ref(), true),
+            (None, Some(a), Some(WorkSpec::Agent(t))) => (a == t, true),
+            (None, Some(_), _) => (false, true),
+            (None, None, t) => (t.is_none(), false),
         };
-        let spec_same = work_same
-            && node.prechecks == truth.spec.prechecks
-            && node.postchecks == truth.spec.postchecks;
-        let edited = node.parent != truth.parent
+        let pre_same = node.prechecks == truth.spec.prechecks;
+        let post_same = node.postchecks == truth.spec.postchecks;
+        let max_differs = node.max_attempts.filter(|m| *m != truth.max_attempts);
+        let workflow_differs = node.workflow.filter(|w| *w != truth.workflow);
+        if !(deps_same || node.depends_on.is_empty())
+            || (work_stated && !work_same)
+            || (node.prechecks.is_some() && !pre_same)
+            || (node.postchecks.is_some() && !post_same)
+            || max_differs.is_some()
+            || workflow_differs.is_some()
+        {
+            // Agents may edit only `title`, `body`, `order` and `parent` of an existing
+            // node through the tree protocol (DESIGN 2, the field table): dependencies,
+            // specs, `max_attempts` and the workflow are a person's, restored from the
+            // store. Each value the file states that differs is noted.
+            let mut note = |field: &'static str, agent_value: String, true_value: String| {
+                let id = node.id.clone();
+                notes.push((
+                    k as u32,
+                    TamperNote {
+                        id,
+                        field,
+                        agent_value,
+                        true_value,
+                    },
+                ));
+            };
+            let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
+            let spec_str = |w: &Option<WorkSpec>| format!("{w:?}");
+            if !(deps_same || node.depends_on.is_empty()) {
+                note("depends_on", ids(&node.depends_on), ids(&truth.depends_on));
+            }
+            if work_stated && !work_same {
+                note(
+                    "work",
+                    spec_str(&node.work_spec()),
+                    spec_str(&truth.spec.work),
+                );
+            }
+            if node.prechecks.is_some() && !pre_same {
+                let (a, t) = (spec_str(&node.prechecks), spec_str(&truth.spec.prechecks));
+                note("prechecks", a, t);
+            }
+            if node.postchecks.is_some() && !post_same {
+                let (a, t) = (spec_str(&node.postchecks), spec_str(&truth.spec.postchecks));
+                note("postchecks", a, t);
+            }
+            if let Some(m) = max_differs {
+                note(
+                    "max_attempts",
+                    m.to_string(),
+                    truth.max_attempts.to_string(),
+                );
+            }
+            if let Some(w) = workflow_differs {
+                note("workflow", w.to_string(), truth.workflow.to_string());
+            }
+        }
+        let spec_same = work_same && pre_same && post_same;
+        // Cheapest first: most nodes keep their order and parent.
+        let edited = node.order != truth.order
+            || node.parent != truth.parent
             || node.spec_title() != truth.title
-            || node.spec_body() != truth.body
-            || node.order != truth.order;
+            || node.spec_body() != truth.body;
         // The same answers as comparing the spec `into_spec` builds (checked in tests).
         debug_assert!({
             let spec = node.to_spec(&Limits::default());
@@ -710,7 +724,7 @@ pub(super) fn match_range(
             state: (t.status(), t.passes(), t.attempts()),
             max_attempts: truth.max_attempts,
             workflow: truth.workflow,
-            deps_differ: node.depends_on != truth.depends_on,
+            deps_differ: !deps_same,
             spec_differ: !spec_same,
             edited,
             passed: has_passed(t),

@@ -187,15 +187,12 @@ pub(crate) fn validate_resolved<'a>(
 
     // Graph checks over the file's nodes only: existing tasks cannot point back into it.
     // Of a repeated id only the first occurrence is a member (the one edges lead to).
-    // A linear test first (peel every node that reaches no cycle); only a plan that has
-    // a cycle pays for the deterministic walk that names it.
-    let members: Vec<usize> = {
-        let mut member = vec![true; n];
-        for &i in &repeat_at {
-            member[i as usize] = false;
-        }
-        (0..n).filter(|&i| member[i]).collect()
-    };
+    // A linear test first; only a plan that has a cycle pays for the deterministic walk
+    // that names it.
+    let mut member = vec![true; n];
+    for &i in &repeat_at {
+        member[i as usize] = false;
+    }
     let parent_of = |i: usize| -> &[u32] {
         match parent[i] {
             NONE => &[],
@@ -204,11 +201,13 @@ pub(crate) fn validate_resolved<'a>(
     };
     let deps_of =
         |i: usize| -> &[u32] { &dep_to[dep_start[i] as usize..dep_start[i + 1] as usize] };
-    let parent_acyclic = acyclic(n, &members, parent_of);
-    let dep_acyclic = acyclic(n, &members, deps_of);
+    let members = || (0..n).filter(|&i| member[i]).collect::<Vec<usize>>();
+    let parent_acyclic = parents_acyclic(&parent, &member);
+    // Most plans have no dependency between their own nodes at all.
+    let dep_acyclic = dep_to.is_empty() || acyclic(n, &members(), deps_of);
     if !parent_acyclic || !dep_acyclic {
         let graph_nodes: Vec<usize> = {
-            let mut v = members.clone();
+            let mut v = members();
             v.sort_by(|&a, &b| nodes[a].id.cmp(&nodes[b].id));
             v
         };
@@ -243,6 +242,32 @@ fn error_id(e: &PlanError) -> &TaskId {
         | PlanError::ZeroMaxAttempts(id) => id,
         PlanError::ParentCycle(p) | PlanError::DependencyCycle(p) => &p[0],
     }
+}
+
+/// Do the parents (one edge per node at most) reach a root from every member? Each walk
+/// up the parents marks what it visits; meeting its own mark is a cycle, meeting an
+/// earlier walk's is not. Linear, one array.
+fn parents_acyclic(parent: &[u32], member: &[bool]) -> bool {
+    let mut walk = vec![0u32; parent.len()];
+    for start in 0..parent.len() {
+        if !member[start] || walk[start] != 0 {
+            continue;
+        }
+        let mark = start as u32 + 1;
+        let mut at = start;
+        loop {
+            match walk[at] {
+                0 => walk[at] = mark,
+                m if m == mark => return false,
+                _ => break,
+            }
+            match parent[at] {
+                NONE => break,
+                p => at = p as usize,
+            }
+        }
+    }
+    true
 }
 
 /// Is the graph over `members` free of cycles? Kahn's peeling on flat (CSR) arrays:

@@ -360,11 +360,13 @@ pub fn apply_state_updates(
             let mut spec = node.into_spec(limits);
             match matched {
                 Some(m) => {
-                    let truth = &prev[prev_of[i] as usize].spec;
-                    // Not in the flat plan shape, so not editable through it: kept.
-                    spec.evidence.clone_from(&truth.evidence);
-                    spec.origin.clone_from(&truth.origin);
-                    if m.deps_differ || m.spec_differ {
+                    // Only a node with something to copy back reads its stored task
+                    // again (the comparisons read every one already, at random).
+                    if m.copy_back {
+                        let truth = &prev[prev_of[i] as usize].spec;
+                        // Not in the flat plan shape, so not editable through it: kept.
+                        spec.evidence.clone_from(&truth.evidence);
+                        spec.origin.clone_from(&truth.origin);
                         if m.deps_differ {
                             spec.depends_on = truth.depends_on.clone();
                         }
@@ -586,6 +588,9 @@ pub(super) struct Matched {
     pub(super) deps_differ: bool,
     /// The stored specs differ from what the file's node would give (and are copied back).
     pub(super) spec_differ: bool,
+    /// Something is copied back from the stored task: differing dependencies or specs,
+    /// or its evidence or origin (which the flat plan shape does not carry).
+    pub(super) copy_back: bool,
     /// The parent, title, body or order changed.
     pub(super) edited: bool,
     /// The stored task has passed (it is settled).
@@ -726,6 +731,10 @@ pub(super) fn match_range(
             workflow: truth.workflow,
             deps_differ: !deps_same,
             spec_differ: !spec_same,
+            copy_back: !deps_same
+                || !spec_same
+                || truth.evidence.is_some()
+                || truth.origin.is_some(),
             edited,
             passed: has_passed(t),
         });

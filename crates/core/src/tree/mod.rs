@@ -428,7 +428,7 @@ const PART_IDS: usize = 512;
 /// Ids up to which the index is one table, filled and probed directly: its 48 bytes
 /// per id stay in the L2 cache, so partitioning (a hashing pass and a copy of every key
 /// before the real work) only costs.
-const DIRECT_IDS: usize = 8 * 1024;
+const DIRECT_IDS: usize = 16 * 1024;
 
 impl<'a> IdIndex<'a> {
     /// Indexes `ids` by position. Returns the index (which keeps the first position of a

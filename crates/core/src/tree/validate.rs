@@ -125,11 +125,15 @@ pub(crate) fn validate_resolved<'a>(
     let mut zero = Vec::new();
     // Every reference looked up in two batches: parents (an empty name for none, which
     // no id is) and dependencies, in CSR form.
-    let parent_of = index.get_many_split(
-        nodes,
-        |x| x.parent.as_ref().map_or("", |p| p.as_str()),
-        PARALLEL_NODES,
-    );
+    let parent_of = if repeat_at.is_empty() {
+        resolve_parents(nodes, &index)
+    } else {
+        index.get_many_split(
+            nodes,
+            |x| x.parent.as_ref().map_or("", |p| p.as_str()),
+            PARALLEL_NODES,
+        )
+    };
     let mut dep_start: Vec<u32> = Vec::with_capacity(n + 1);
     let mut dep_names: Vec<&str> = Vec::new();
     for x in nodes {
@@ -229,6 +233,50 @@ pub(crate) fn validate_resolved<'a>(
     } else {
         Err(errors)
     }
+}
+
+/// The position of each node's parent in the file ([`NONE`] when it has none or names a
+/// task outside the file), for a file without repeated ids. In a file written depth
+/// first, as `plan export` writes it, a node's parent is mostly the node before it or
+/// that node's parent: those are recognised by name, and only the rest are looked up.
+fn resolve_parents(nodes: &[PlanNode], index: &IdIndex<'_>) -> Vec<u32> {
+    // A sibling of the node before: its parent is that node's, known once the lookups
+    // are done.
+    const SAME: u32 = NONE - 1;
+    let mut out = vec![NONE; nodes.len()];
+    let mut rest: Vec<usize> = Vec::new();
+    let mut siblings = false;
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(p) = &node.parent else { continue };
+        if let Some(before) = i.checked_sub(1).map(|b| &nodes[b]) {
+            if &before.id == p {
+                out[i] = (i - 1) as u32;
+                continue;
+            }
+            if before.parent.as_ref() == Some(p) {
+                out[i] = SAME;
+                siblings = true;
+                continue;
+            }
+        }
+        rest.push(i);
+    }
+    let names: Vec<&str> = rest
+        .iter()
+        .map(|&i| nodes[i].parent.as_ref().map_or("", |p| p.as_str()))
+        .collect();
+    let found = index.get_many_split(&names, |s| s, PARALLEL_NODES);
+    for (i, j) in rest.into_iter().zip(found) {
+        out[i] = j;
+    }
+    if siblings {
+        for i in 1..out.len() {
+            if out[i] == SAME {
+                out[i] = out[i - 1];
+            }
+        }
+    }
+    out
 }
 
 /// The task an error is about (for sorting a kind's errors by id).

@@ -14,6 +14,7 @@ pub mod memory;
 pub mod person;
 pub mod plan;
 pub mod query;
+pub mod status;
 pub mod supervisor;
 pub mod task;
 pub mod view;
@@ -77,13 +78,25 @@ impl App {
         self.view(&t)
     }
 
-    /// Every task (or those in one status), sorted by id.
+    /// Every task (or those in one status), in tree order: depth-first, siblings by
+    /// `(order, id)`, as the plan reads.
     pub fn list(&self, status: Option<warden_core::model::Status>) -> Result<Vec<TaskView>> {
+        self.list_where(|t, idx| status.is_none_or(|s| idx.status(t) == s))
+    }
+
+    /// The tasks that wait for a person (a review, a question, stuck, a dead session), in
+    /// tree order.
+    pub fn list_needs_you(&self) -> Result<Vec<TaskView>> {
+        self.list_where(|t, idx| idx.is_leaf(t.id()) && self.needs_you(t).is_some())
+    }
+
+    fn list_where(&self, keep: impl Fn(&Task, &TreeIndex<'_>) -> bool) -> Result<Vec<TaskView>> {
         let all = self.tasks()?;
         let idx = TreeIndex::new(&all);
-        Ok(all
-            .iter()
-            .filter(|t| status.is_none_or(|s| idx.status(t) == s))
+        Ok(idx
+            .depth_first()
+            .into_iter()
+            .filter(|t| keep(t, &idx))
             .map(|t| TaskView::of(t, &idx))
             .collect())
     }

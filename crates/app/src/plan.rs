@@ -173,6 +173,13 @@ impl App {
         })
     }
 
+    /// `plan graph`: the tree and its dependencies as a Mermaid or DOT picture.
+    pub fn plan_graph(&self, format: warden_core::graph::Format) -> Result<String> {
+        let tasks = self.tasks()?;
+        let idx = warden_core::tree::TreeIndex::new(&tasks);
+        Ok(warden_core::graph::render(&idx, format))
+    }
+
     /// `plan show`: the roots with their children nested.
     pub fn plan_show(&self) -> Result<Vec<NodeView>> {
         let tasks = self.tasks()?;

@@ -71,6 +71,17 @@ pub struct Peek {
 impl App {
     /// The event history, oldest first: of one task, or all; only the last `last`.
     pub fn history(&self, id: Option<&TaskId>, last: Option<usize>) -> Result<Vec<EventView>> {
+        self.history_since(id, last, None)
+    }
+
+    /// The event history, oldest first: of one task, or all; only events at or after
+    /// `since`; of those only the last `last`.
+    pub fn history_since(
+        &self,
+        id: Option<&TaskId>,
+        last: Option<usize>,
+        since: Option<jiff::Timestamp>,
+    ) -> Result<Vec<EventView>> {
         if let Some(id) = id
             && self.eng.store.get(id)?.is_none()
             && self.eng.store.events(Some(id))?.is_empty()
@@ -79,7 +90,12 @@ impl App {
                 "no task {id}; list tasks with `warden task list`"
             )));
         }
-        let events = self.eng.store.events(id)?;
+        let mut events = self.eng.store.events(id)?;
+        if let Some(t) = since {
+            // Events are in commit order, which is time order: keep the tail from `t`.
+            let from = events.partition_point(|e| e.at < t);
+            events.drain(..from);
+        }
         let skip = last.map_or(0, |n| events.len().saturating_sub(n));
         Ok(events[skip..].iter().map(EventView::from).collect())
     }

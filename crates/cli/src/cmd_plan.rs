@@ -14,12 +14,50 @@ use warden_core::tree::{self, AgentStatus};
 use crate::ctx::Global;
 use crate::out;
 
+const IMPORT_HELP: &str = r#"A plan is a list of tasks; parents group their children (a group is done when they
+all are), and depends_on orders the work. Every field but id is optional:
+
+  {"tasks": [
+    {"id": "backend", "title": "Backend"},
+    {"id": "api", "parent": "backend", "order": 1,
+     "title": "REST API",
+     "agent": "Build the REST API for orders; see docs/api.md",
+     "postchecks": "cargo test -p api",
+     "max_attempts": 3},
+    {"id": "migrate", "parent": "backend", "order": 2,
+     "work": "./scripts/migrate.sh", "prechecks": "pg_isready"},
+    {"id": "ui", "title": "Web UI", "depends_on": ["api"],
+     "work": {"agent": "Build the checkout pages"}, "workflow": "review",
+     "body": "Longer instructions and context, copied into TASK.md."}
+  ]}
+
+Fields:
+  id            1-64 of a-z 0-9 . _ - (starting with a letter or digit), unique
+  title         one line (default: the id)
+  parent        the group it belongs to
+  order         sort key among siblings (default 0; ties by id)
+  depends_on    tasks that must be done first
+  agent         instructions for the configured agent (shorthand for work: {"agent": …})
+  work          a shell command ("cargo build"), or {"shell": …}, {"process": [argv…]},
+                {"agent": …}; none makes a group or a task a person does
+  prechecks     checks before the work (same forms as work)
+  postchecks    the guard after the work: it must pass for the task to move on
+  max_attempts  failed attempts allowed before the task is stuck (default: [limits])
+  workflow      review (agent work: a reviewer judges it) or direct (the guard decides;
+                the default for shell and process work)
+  body          free text for TASK.md
+  passes, attempts   runner-owned; an import may set them (e.g. moving an old plan over)
+
+TOML uses [[tasks]] tables, YAML a tasks: list, with the same fields.
+
+Examples:
+  warden plan import plan.json
+  cat plan.json | warden plan import -"#;
+
 #[derive(Subcommand, Debug)]
 pub enum PlanCmd {
     /// Import a plan (JSON, TOML or YAML, by extension); nothing is imported if anything is wrong.
-    #[command(
-        after_help = "Example plan.json:\n  {\"tasks\": [\n    {\"id\": \"api\", \"title\": \"REST API\", \"agent\": \"Build the API\"},\n    {\"id\": \"lint\", \"work\": \"cargo clippy\", \"depends_on\": [\"api\"]}\n  ]}\n\n  warden plan import plan.json"
-    )]
+    #[command(after_help = IMPORT_HELP)]
     Import {
         /// The plan file (`-` for JSON on stdin).
         file: PathBuf,
@@ -35,6 +73,16 @@ pub enum PlanCmd {
     Apply(ApplyArgs),
     /// Name the leftmost open leaf whose dependencies are done.
     Next,
+    /// Draw the plan: groups as boxes around their children, dependencies as arrows,
+    /// every task coloured by its status.
+    #[command(
+        after_help = "Mermaid renders on GitHub (STATE.md embeds the same picture for plans of up to 200\ntasks); DOT is for Graphviz.\n\nExamples:\n  warden plan graph > plan.mmd\n  warden plan graph --format dot | dot -Tsvg > plan.svg"
+    )]
+    Graph {
+        /// mermaid or dot.
+        #[arg(long, default_value = "mermaid", value_name = "FORMAT")]
+        format: String,
+    },
     /// Read a get-shit-done .planning/ directory: its phases and plans become tasks.
     #[command(
         after_help = "Phases (phases/NN-name/, milestones/vX-phases/, quick/) become tasks in GSD's\nnumeric order; each plan (NN-MM-PLAN.md and GSD's other namings) becomes an agent\ntask under its phase, with the plan's text as its instructions, GSD's depends_on,\nwaves and phase order as dependencies, and its NN-MM-SUMMARY.md as the evidence\nthat counts as its handoff. Plans whose SUMMARY.md has content are done. Sync\nnever touches a task it did not make, never moves a done task back, and never\ndecides for a task someone is working on; what it left alone is listed.\n\nExamples:\n  warden plan sync\n  warden plan sync path/to/.planning\n  warden plan sync --watch      # again on every change, until Ctrl-C"
@@ -86,6 +134,16 @@ pub fn run(g: &Global, cmd: PlanCmd) -> Result<()> {
             Ok(())
         }
         PlanCmd::Show => show(g, &app),
+        PlanCmd::Graph { format } => {
+            let f: warden_core::graph::Format = format.parse().map_err(Failure::usage)?;
+            let graph = app.plan_graph(f)?;
+            if g.json {
+                out::json(&serde_json::json!({ "format": format, "graph": graph }));
+            } else {
+                out::print(&graph);
+            }
+            Ok(())
+        }
         PlanCmd::Apply(a) => apply(g, &app, a),
         PlanCmd::Next => {
             let next = app.plan_next()?;

@@ -119,6 +119,16 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
     if a.silent_reviewer && role == "reviewer" {
         return Ok(());
     }
+    if role == "worker" && scenario == "talk" {
+        // Says something, waits for the test's go-ahead file, says more, then works as a
+        // good worker: what `task log -f` must follow as it is written.
+        crate::out::line("talk: first");
+        let go = std::path::Path::new(&std::env::var("WARDEN_DIR").unwrap_or_default()).join("go");
+        while !go.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        crate::out::line("talk: second");
+    }
     match (role.as_str(), scenario.as_str()) {
         (_, "hang") => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));

@@ -18,6 +18,51 @@ pub struct PromptArgs {
 pub struct HistoryArgs {
     /// Only this task's events.
     id: Option<String>,
+    /// Only the last N events (after --since).
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+    /// Only events at or after T: a time (2026-11-24T09:00:00Z, 2026-11-24 09:00, a date)
+    /// or a span back from now (90s, 30m, 2h, 1d, 1w).
+    #[arg(long, value_name = "T")]
+    since: Option<String>,
+}
+
+/// Parses `--since`: a span back from `now` (`30m`), an RFC 3339 time, or a civil date
+/// or time in the local time zone.
+pub fn parse_since(s: &str, now: jiff::Timestamp) -> Result<jiff::Timestamp> {
+    let s = s.trim();
+    let bad = || {
+        Failure::usage(format!(
+            "--since {s:?} is not a time; give a span back from now (90s, 30m, 2h, 1d, 1w) or a time (2026-11-24T09:00:00Z, \"2026-11-24 09:00\", 2026-11-24)"
+        ))
+    };
+    if let Some(unit) = s.chars().last().filter(|c| c.is_ascii_alphabetic())
+        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
+    {
+        let secs = match unit {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            'w' => 604_800,
+            _ => return Err(bad()),
+        };
+        let span = n.checked_mul(secs).ok_or_else(bad)?;
+        return now
+            .checked_sub(jiff::SignedDuration::from_secs(span))
+            .map_err(|_| bad());
+    }
+    if let Ok(t) = s.parse::<jiff::Timestamp>() {
+        return Ok(t);
+    }
+    let tz = jiff::tz::TimeZone::system();
+    if let Ok(dt) = s.parse::<jiff::civil::DateTime>() {
+        return dt.to_zoned(tz).map(|z| z.timestamp()).map_err(|_| bad());
+    }
+    if let Ok(d) = s.parse::<jiff::civil::Date>() {
+        return d.to_zoned(tz).map(|z| z.timestamp()).map_err(|_| bad());
+    }
+    Err(bad())
 }
 
 #[derive(Args, Debug)]
@@ -52,7 +97,12 @@ pub fn prompt(g: &Global, a: PromptArgs) -> Result<()> {
 pub fn history(g: &Global, a: HistoryArgs) -> Result<()> {
     let app = g.open()?;
     let id = a.id.as_deref().map(warden_app::task_id).transpose()?;
-    let events = app.history(id.as_ref(), None)?;
+    let since = a
+        .since
+        .as_deref()
+        .map(|t| parse_since(t, app.eng.now()))
+        .transpose()?;
+    let events = app.history_since(id.as_ref(), a.tail, since)?;
     let mut s = String::new();
     for e in &events {
         if g.json {

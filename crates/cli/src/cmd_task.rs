@@ -23,14 +23,18 @@ pub enum TaskCmd {
         after_help = "Examples:\n  warden task create api --title \"REST API\" --agent \"Build the REST API\"\n  warden task create lint --work \"cargo clippy\" --postchecks \"cargo test\"\n  warden task create ui --parent app --depends-on api"
     )]
     Create(CreateArgs),
-    /// List tasks (sorted by id).
+    /// List tasks in tree order (parents before their children, siblings by order).
     #[command(
-        after_help = "Examples:\n  warden task list\n  warden task list --status stuck\n  warden --json task list"
+        after_help = "Examples:\n  warden task list\n  warden task list --status stuck\n  warden task list --needs-me     # reviews, questions, stuck tasks, dead sessions\n  warden --json task list"
     )]
     List {
         /// Only tasks in this status.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "needs_me")]
         status: Option<String>,
+        /// Only tasks that wait for a person: a review to approve, a question, a stuck
+        /// task, a dead session.
+        #[arg(long)]
+        needs_me: bool,
     },
     /// Show one task.
     #[command(after_help = "Example:\n  warden --json task show api")]
@@ -73,6 +77,25 @@ pub enum TaskCmd {
         after_help = "Examples:\n  warden task retry api\n  warden task retry api --postchecks \"cargo test -p api\"\n  warden task retry api --work \"make fix\" --no-prechecks\n  warden task retry api --clear-worktree"
     )]
     Retry(RetryArgs),
+    /// Approve a task in review: reviewing → done (its branch is merged into the base).
+    #[command(
+        after_help = "Read the review first (`warden task show ID`, or the ## Review section of its TASK.md).\n\nExample:\n  warden task approve api"
+    )]
+    Approve {
+        /// Task id.
+        id: String,
+    },
+    /// Reject a task in review: back to the worker, with your reason in its next prompt.
+    #[command(
+        after_help = "Example:\n  warden task reject api --reason \"The 404 path returns 500; add a test for it\""
+    )]
+    Reject {
+        /// Task id.
+        id: String,
+        /// What the worker must change (shown to it in its next prompt).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
     /// Cancel a task (terminal).
     Cancel {
         /// Task id (default: $WARDEN_TASK_ID).
@@ -104,9 +127,15 @@ pub enum TaskCmd {
         lines: usize,
     },
     /// Print the captured session output of a task.
+    #[command(
+        after_help = "Examples:\n  warden task log api\n  warden task log api -f     # follow until its session ends (Ctrl-C stops)"
+    )]
     Log {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,
+        /// Keep printing what the session writes, until no session of the task is live.
+        #[arg(short, long)]
+        follow: bool,
     },
 }
 
@@ -195,7 +224,7 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
     let app = g.open()?;
     match cmd {
         TaskCmd::Create(a) => create(g, &app, a),
-        TaskCmd::List { status } => list(g, &app, status),
+        TaskCmd::List { status, needs_me } => list(g, &app, status, needs_me),
         TaskCmd::Show { id } => show(g, &app, &id_or_env(id)?),
         TaskCmd::Update(a) => {
             let req = Transition {
@@ -219,6 +248,14 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
             session,
         } => exited(g, &app, &id_or_env(id)?, ExitReport { session, exit_code }),
         TaskCmd::Retry(a) => retry(g, &app, a),
+        TaskCmd::Approve { id } => {
+            let id = warden_app::task_id(&id)?;
+            report(g, &app, app.approve(&id)?)
+        }
+        TaskCmd::Reject { id, reason } => {
+            let id = warden_app::task_id(&id)?;
+            report(g, &app, app.reject(&id, &reason)?)
+        }
         TaskCmd::Cancel { id, reason } => {
             let req = Transition {
                 reason,
@@ -250,7 +287,11 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
             }
             Ok(())
         }
-        TaskCmd::Log { id } => {
+        TaskCmd::Log { id, follow: true } => {
+            let id = id_or_env(id)?;
+            follow_log(g, &app, &id)
+        }
+        TaskCmd::Log { id, follow: false } => {
             let id = id_or_env(id)?;
             let text = app.output_log(&id)?;
             if g.json {
@@ -309,20 +350,39 @@ fn create(g: &Global, app: &App, a: CreateArgs) -> Result<()> {
     Ok(())
 }
 
-fn list(g: &Global, app: &App, status: Option<String>) -> Result<()> {
+fn list(g: &Global, app: &App, status: Option<String>, needs_me: bool) -> Result<()> {
     let filter = status.as_deref().map(warden_app::status).transpose()?;
-    let shown: Vec<TaskView> = app.list(filter)?;
+    let shown: Vec<TaskView> = if needs_me {
+        app.list_needs_you()?
+    } else {
+        app.list(filter)?
+    };
+    let whole_tree = filter.is_none() && !needs_me;
     if g.json {
         out::json(&shown);
         return Ok(());
     }
     if shown.is_empty() {
-        out::line("no tasks");
+        out::line(if needs_me {
+            "nothing waits for you"
+        } else {
+            "no tasks"
+        });
         return Ok(());
     }
+    // The whole tree is indented by depth (parents come before their children).
+    let mut depth: std::collections::HashMap<&TaskId, usize> = Default::default();
+    for t in &shown {
+        let d = match (&t.parent, whole_tree) {
+            (Some(p), true) => depth.get(p).map_or(0, |d| d + 1),
+            _ => 0,
+        };
+        depth.insert(&t.id, d);
+    }
+    let label = |t: &TaskView| format!("{}{}", "  ".repeat(depth[&t.id]), t.id);
     let w = shown
         .iter()
-        .map(|t| t.id.as_str().len())
+        .map(|t| label(t).len())
         .max()
         .unwrap_or(2)
         .max(2);
@@ -330,13 +390,13 @@ fn list(g: &Global, app: &App, status: Option<String>) -> Result<()> {
         "{:w$}  {:13}  {:9}  {:8}  TITLE\n",
         "ID", "STATUS", "GATE", "ATTEMPTS"
     );
-    for t in shown {
+    for t in &shown {
         let gate = t.gate.map(|g| g.as_str()).unwrap_or("-");
         let st = out::status(t.status);
         let pad = 13usize.saturating_sub(t.status.as_str().len());
         s.push_str(&format!(
             "{:w$}  {st}{}  {:9}  {:8}  {}{}\n",
-            t.id.as_str(),
+            label(t),
             " ".repeat(pad),
             gate,
             format!("{}/{}", t.attempts, t.max_attempts),
@@ -436,6 +496,16 @@ fn exited(g: &Global, app: &App, id: &TaskId, report: ExitReport) -> Result<()> 
     let response = app.response(&answer)?;
     if g.json {
         out::json(&response);
+    } else if response
+        .exit
+        .as_ref()
+        .is_some_and(|e| e.disposition == "duplicate")
+    {
+        out::line(&format!(
+            "{}: that session's end was reported already; nothing recorded; status {}",
+            response.task.id,
+            out::status(response.task.status)
+        ));
     } else if let Some(exit) = &response.exit {
         out::line(&format!(
             "{}: session end recorded ({}); {}; status {}",
@@ -469,4 +539,58 @@ fn retry(g: &Global, app: &App, a: RetryArgs) -> Result<()> {
         clear_worktree: a.clear_worktree,
     };
     report(g, app, app.retry(&id, &req)?)
+}
+
+/// `task log -f`: prints the output log, then what is appended to it, until the task has
+/// no live session and the log stopped growing (or the log is replaced by a new session's,
+/// which is then followed from its start).
+fn follow_log(g: &Global, app: &App, id: &TaskId) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    app.get(id)?;
+    let path = app.ws().output_log(id);
+    let mut pos: u64 = 0;
+    let mut ino = None;
+    let mut quiet_since = std::time::Instant::now();
+    let mut out = std::io::stdout().lock();
+    loop {
+        let mut grew = false;
+        if let Ok(mut f) = std::fs::File::open(&path) {
+            let meta = f.metadata().ok();
+            let this = meta.as_ref().map(std::os::unix::fs::MetadataExt::ino);
+            let len = meta.as_ref().map_or(0, |m| m.len());
+            if this != ino || len < pos {
+                // A new session's log (or a truncated one): from its start.
+                ino = this;
+                pos = 0;
+            }
+            if len > pos && f.seek(SeekFrom::Start(pos)).is_ok() {
+                let mut buf = Vec::new();
+                let _ = Read::by_ref(&mut f).take(len - pos).read_to_end(&mut buf);
+                pos += buf.len() as u64;
+                grew = !buf.is_empty();
+                if g.json {
+                    let line = json!({"id": id, "output": String::from_utf8_lossy(&buf)});
+                    let _ = writeln!(out, "{line}");
+                } else {
+                    let _ = out.write_all(&buf);
+                }
+                let _ = out.flush();
+            }
+        }
+        if grew {
+            quiet_since = std::time::Instant::now();
+        } else if quiet_since.elapsed() >= std::time::Duration::from_millis(300) {
+            let t = app.get(id)?;
+            let live = t.live_session().is_some() && !t.is_dead();
+            let running = t
+                .phases()
+                .iter()
+                .any(|(_, s)| s == warden_core::model::PhaseStatus::Running);
+            if !live && !running {
+                return Ok(());
+            }
+            quiet_since = std::time::Instant::now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

@@ -7,6 +7,7 @@ mod cmd_run;
 mod cmd_serve;
 mod cmd_sim;
 mod cmd_state;
+mod cmd_status;
 mod cmd_task;
 mod ctx;
 mod demo;
@@ -24,9 +25,11 @@ use crate::ctx::Global;
 const AFTER_HELP: &str = "\
 Exit codes: 0 ok · 1 refused (illegal transition, failed gate or guard, invalid input)
             2 usage or configuration · 3 not found · 4 conflict (safe to retry) · 5 storage/internal
+            `run --until-idle` also: 6 waiting for you (a review, a question) · 7 stuck or dead
 
 Examples:
   warden init
+  warden status                       # what needs you, what runs
   warden task create login --title \"Login page\" --agent \"Build the login page\"
   warden task update login --status working
   warden task complete login          # needs a non-empty \"## Handoff\" in TASK.md
@@ -63,12 +66,17 @@ enum Command {
     /// Per-task structured memory (goals, decisions, history, next focus).
     #[command(subcommand)]
     Memory(cmd_memory::MemoryCmd),
+    /// What needs you, what runs, whether a supervisor is alive, and the progress.
+    #[command(
+        after_help = "The screen to open first: reviews to approve, questions to answer, stuck tasks and\ndead sessions (each with the command that acts on it), the sessions running, and the\nsupervisors (`warden run`) alive.\n\nExamples:\n  warden status\n  warden --json status"
+    )]
+    Status,
     /// Print the prompt for a task's current status and role.
     #[command(after_help = "Example:\n  warden prompt login")]
     Prompt(cmd_state::PromptArgs),
     /// Print the event history, oldest first.
     #[command(
-        after_help = "Examples:\n  warden history\n  warden --json history login   # JSON lines"
+        after_help = "Examples:\n  warden history\n  warden history login --tail 20\n  warden history --since 2h        # or 30m, 1d, 2026-11-24, 2026-11-24T09:00:00Z\n  warden --json history login   # JSON lines"
     )]
     History(cmd_state::HistoryArgs),
     /// Print STATE.md (project progress), write it, or verify it.
@@ -82,7 +90,7 @@ enum Command {
     Check,
     /// The terminal dashboard: every task, live; respawn, retry and cancel from it.
     #[command(
-        after_help = "Keys: ↑↓/jk move · Enter respawn · p peek · r retry · c cancel · / filter · q quit"
+        after_help = "Keys: ↑↓/jk move · Enter details · a approve · x reject · s respawn · r retry · c cancel · p peek · / filter · q quit\n(respawn, retry, cancel and reject ask first)"
     )]
     Dashboard,
     /// The web console: every task, live, in a browser; approve, reject, retry, respawn
@@ -98,6 +106,15 @@ enum Command {
         after_help = "Examples:\n  claude mcp add warden -- warden mcp\n  warden mcp --role agent --task api   # only task api, only its role's transitions"
     )]
     Mcp(McpArgs),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  warden completions bash > ~/.local/share/bash-completion/completions/warden\n  warden completions zsh > ~/.zfunc/_warden      # with fpath+=(~/.zfunc) in ~/.zshrc\n  warden completions fish > ~/.config/fish/completions/warden.fish"
+    )]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
     /// A simulated agent for tests and the demo (runs inside a Warden session).
     #[command(hide = true)]
     AgentSim(cmd_sim::SimArgs),
@@ -148,6 +165,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Plan(c) => cmd_plan::run(&g, c),
         Command::Memory(c) => cmd_memory::run(&g, c),
         Command::Prompt(a) => cmd_state::prompt(&g, a),
+        Command::Status => cmd_status::status(&g),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "warden", &mut script);
+            out::print(&String::from_utf8_lossy(&script));
+            Ok(())
+        }
         Command::History(a) => cmd_state::history(&g, a),
         Command::State(a) => cmd_state::state(&g, a),
         Command::Run(a) => cmd_run::run(&g, a),

@@ -809,3 +809,41 @@ fn sync_reads_an_explicit_planning_directory() {
     }
     assert_eq!(ws.show("01-01")["passes"], true);
 }
+
+/// The full plan in `plan import --help` is a plan `plan import` takes, with every
+/// field the help lists.
+#[test]
+fn the_plan_in_import_help_imports() {
+    let ws = Workspace::new("import-help");
+    let help = text(&ws.ok(&["plan", "import", "--help"]).stdout);
+    let start = help.find("  {\"tasks\": [").expect("an example plan");
+    let end = start + help[start..].find("\n  ]}").expect("its end") + 5;
+    let plan = &help[start..end];
+    for field in [
+        "\"id\"",
+        "\"title\"",
+        "\"parent\"",
+        "\"order\"",
+        "\"depends_on\"",
+        "\"agent\"",
+        "\"work\"",
+        "\"prechecks\"",
+        "\"postchecks\"",
+        "\"max_attempts\"",
+        "\"workflow\"",
+        "\"body\"",
+    ] {
+        assert!(
+            plan.contains(field),
+            "{field} is not in the example:\n{plan}"
+        );
+    }
+    ws.write("plan.json", plan);
+    ws.ok(&["plan", "import", "plan.json"]);
+    assert_eq!(ws.show("ui")["depends_on"][0], "api");
+    assert_eq!(
+        ws.show("api")["spec"]["postchecks"]["shell"],
+        "cargo test -p api"
+    );
+    assert_eq!(ws.show("migrate")["workflow"], "direct");
+}

@@ -272,15 +272,16 @@ fn show_and_list_json_have_the_documented_shape() {
     assert_eq!(ws.show("app")["title"], "app", "title defaults to the id");
     assert_eq!(ids(&ws.show("app")["children"]), ["api"]);
 
-    // list: an array of the same objects, sorted by id, filterable by status.
+    // list: an array of the same objects, in tree order (the parent first), filterable
+    // by status.
     let all = ws.tasks();
     assert_eq!(all.len(), 2);
-    assert_eq!(all[0]["id"], "api");
-    assert_eq!(all[0], v, "list and show agree");
+    assert_eq!(all[1]["id"], "api");
+    assert_eq!(all[1], v, "list and show agree");
     ws.to("api", "working");
     // A group's status is derived from its children: app is working because api is.
     let working = ws.json(&["task", "list", "--status", "working"]);
-    assert_eq!(ids(&working), ["api", "app"]);
+    assert_eq!(ids(&working), ["app", "api"]);
     assert_eq!(ws.show("app")["status"], "working");
     ws.expect(&["task", "list", "--status", "sleeping"], 2);
     ws.expect(&["task", "show", "nope"], 3);
@@ -567,11 +568,21 @@ fn exited_counts_crashes_and_escalates_at_the_threshold() {
     assert_eq!(v["dead"], true);
     assert_eq!(v["exit"]["disposition"], "current");
     assert_eq!(ws.events("agent.crashed", Some("w")).len(), 1);
-    // The same session reported again changes nothing.
+    assert_eq!(ws.events("session.exited", Some("w")).len(), 1);
+    // The same session reported again changes nothing and records nothing: one event
+    // per real end, however many report it.
+    let version = ws.version("w");
     let v = ws.json(&["task", "exited", "w", "--exit-code", "1", "--session", "s1"]);
     assert_eq!(v["exit"]["disposition"], "duplicate");
     assert_eq!(v["crash_count"], 1);
     assert_eq!(ws.events("agent.crashed", Some("w")).len(), 1);
+    assert_eq!(ws.events("session.exited", Some("w")).len(), 1);
+    assert_eq!(ws.version("w"), version);
+    let o = ws.ok(&["task", "exited", "w", "--exit-code", "1", "--session", "s1"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("reported already; nothing recorded"),
+        "{o:?}"
+    );
     // Respawn asked for the dead worker.
     let v = ws.json(&["task", "respawn", "w"]);
     assert_eq!(v["respawn_requested"], true);

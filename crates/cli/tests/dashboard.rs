@@ -40,6 +40,12 @@ impl Tmux {
 
     /// Polls the screen every 20 ms until `pred` holds; returns the time it took, or
     /// fails with the last screen.
+    /// Like `wait_for`, returning the screen.
+    fn wait_for_screen(&self, what: &str, limit: Duration, pred: impl Fn(&str) -> bool) -> String {
+        self.wait_for(what, limit, &pred);
+        self.screen()
+    }
+
     fn wait_for(&self, what: &str, limit: Duration, pred: impl Fn(&str) -> bool) -> Duration {
         let start = Instant::now();
         loop {
@@ -135,16 +141,35 @@ fn dashboard_in_a_real_tmux() {
     tmux.wait_for("alpha's ✗", Duration::from_secs(2), |s| {
         row(s, "alpha").is_some_and(|r| r.contains('✗'))
     });
-    tmux.ok(&["send-keys", "-t", "dash", "Enter"]);
+    // Nothing supervises this project: the header says so.
+    tmux.wait_for("no supervisor", Duration::from_secs(5), |s| {
+        s.contains("○ no supervisor: `warden run`")
+    });
+    // Respawn asks first (`s`), then asks the store.
+    tmux.ok(&["send-keys", "-t", "dash", "s"]);
+    tmux.wait_for("the respawn question", Duration::from_secs(5), |s| {
+        s.contains("Respawn alpha? The supervisor starts a new session for it. y/n")
+    });
+    tmux.ok(&["send-keys", "-t", "dash", "y"]);
     tmux.wait_for("the respawn message", Duration::from_secs(5), |s| {
         s.contains("alpha: respawn requested")
     });
     assert_eq!(ws.show("alpha")["respawn_requested"], true);
 
     // A refusal shows the CLI's one-line message: alpha is not stuck.
-    tmux.ok(&["send-keys", "-t", "dash", "r"]);
+    tmux.ok(&["send-keys", "-t", "dash", "r", "y"]);
     tmux.wait_for("the retry refusal", Duration::from_secs(5), |s| {
         s.lines().any(|l| l.trim_start().starts_with("refused:"))
+    });
+
+    // Enter opens the detail; Esc closes it.
+    tmux.ok(&["send-keys", "-t", "dash", "Enter"]);
+    tmux.wait_for("the detail view", Duration::from_secs(5), |s| {
+        s.contains("alpha — First task · Enter or Esc closes")
+    });
+    tmux.ok(&["send-keys", "-t", "dash", "Escape"]);
+    tmux.wait_for("the table again", Duration::from_secs(5), |s| {
+        !s.contains("Enter or Esc closes") && row(s, "beta").is_some()
     });
 
     // Cancel asks first; `y` cancels beta.
@@ -157,6 +182,66 @@ fn dashboard_in_a_real_tmux() {
         s.contains("beta: pending → cancelled")
     });
     assert_eq!(ws.status("beta"), "cancelled");
+
+    // A review decided from the keys: `x` rejects with a reason, `a` approves.
+    ok(&ws, &["task", "create", "gamma", "--title", "Third task"]);
+    ws.to("gamma", "working");
+    ws.handoff("gamma");
+    ws.to("gamma", "agent-review");
+    ws.review("gamma", "PASS");
+    ws.to("gamma", "reviewing");
+    tmux.wait_for("gamma in review", Duration::from_secs(5), |s| {
+        row(s, "gamma").is_some_and(|r| r.contains("reviewing"))
+    });
+    tmux.ok(&["send-keys", "-t", "dash", "G"]);
+    tmux.wait_for("the review beside the keys", Duration::from_secs(5), |s| {
+        s.contains("review PASS") && s.contains("a approves · x rejects")
+    });
+    tmux.ok(&["send-keys", "-t", "dash", "x"]);
+    tmux.ok(&["send-keys", "-t", "dash", "-l", "Cover the error path"]);
+    tmux.wait_for("the reason typed", Duration::from_secs(5), |s| {
+        s.contains("Reject gamma: what must change? Cover the error path")
+    });
+    tmux.ok(&["send-keys", "-t", "dash", "Enter"]);
+    tmux.wait_for("gamma rejected", Duration::from_secs(5), |s| {
+        s.contains("gamma: reviewing → working")
+    });
+    assert_eq!(ws.status("gamma"), "working");
+    assert!(
+        ws.json(&["prompt", "gamma"])["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("Cover the error path")
+    );
+    ws.add_section("gamma", "Handoff", "Covered.");
+    ws.to("gamma", "agent-review");
+    ws.review("gamma", "PASS");
+    ws.to("gamma", "reviewing");
+    tmux.wait_for("gamma in review again", Duration::from_secs(5), |s| {
+        row(s, "gamma").is_some_and(|r| r.contains("reviewing"))
+    });
+    tmux.ok(&["send-keys", "-t", "dash", "a"]);
+    tmux.wait_for("the approve question", Duration::from_secs(5), |s| {
+        s.contains("Approve gamma? It becomes done")
+    });
+    tmux.ok(&["send-keys", "-t", "dash", "y"]);
+    tmux.wait_for("gamma approved", Duration::from_secs(5), |s| {
+        s.contains("gamma: reviewing → done")
+    });
+    assert_eq!(ws.status("gamma"), "done");
+    // The screen a person sees, kept for the record at two sizes.
+    for (w, h) in [("160", "45"), ("80", "24")] {
+        tmux.ok(&["resize-window", "-t", "dash", "-x", w, "-y", h]);
+        let lines: usize = h.parse().unwrap();
+        let s = tmux.wait_for_screen("the resized screen", Duration::from_secs(5), |s| {
+            s.lines().count() == lines && s.contains("q quit")
+        });
+        if let Ok(dir) = std::env::var("WARDEN_SCREENS") {
+            std::fs::write(format!("{dir}/dashboard-{w}x{h}.txt"), &s).unwrap();
+        }
+    }
+    tmux.ok(&["resize-window", "-t", "dash", "-x", "100", "-y", "30"]);
+    tmux.ok(&["send-keys", "-t", "dash", "g"]);
 
     // The filter narrows the table.
     tmux.ok(&["send-keys", "-t", "dash", "/", "alp", "Enter"]);

@@ -82,7 +82,7 @@ fn tampers(ws: &Workspace, id: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
-const ORCHESTRATOR_TOOLS: [&str; 16] = [
+const ORCHESTRATOR_TOOLS: [&str; 19] = [
     "history",
     "memory_get",
     "memory_merge",
@@ -91,11 +91,14 @@ const ORCHESTRATOR_TOOLS: [&str; 16] = [
     "plan_next",
     "plan_show",
     "state",
+    "status",
+    "task_approve",
     "task_cancel",
     "task_complete",
     "task_create",
     "task_get",
     "task_list",
+    "task_reject",
     "task_retry",
     "task_spawn",
     "task_update_status",
@@ -696,4 +699,62 @@ fn the_agent_role_needs_an_existing_task() {
     let bare = Workspace::bare("mcp-bare");
     let o = command(&bare.root).arg("mcp").output().expect("run warden");
     assert_eq!(o.status.code(), Some(2), "{}", err_line(&o));
+}
+
+#[tokio::test]
+async fn a_person_decides_reviews_and_reads_status_through_mcp() {
+    let ws = Workspace::new("mcp-person");
+    ws.create("api", &[]);
+    ws.to("api", "working");
+    ws.handoff("api");
+    ws.to("api", "agent-review");
+    ws.review("api", "PASS");
+    ws.to("api", "reviewing");
+    let c = connect(&ws, &[], &[]).await;
+    let st = ok(&call(&c, "status", json!({})).await);
+    assert_eq!(st["needs_you"][0]["id"], "api", "{st}");
+    assert_eq!(st["needs_you"][0]["need"], "review");
+    // Reject: blank reason refused; a reason sends it back, into the worker's prompt.
+    let r = call(&c, "task_reject", json!({"id": "api", "reason": " "})).await;
+    assert!(
+        refusal(&r).contains("a rejection needs a reason"),
+        "{}",
+        text(&r)
+    );
+    let v = ok(&call(
+        &c,
+        "task_reject",
+        json!({"id": "api", "reason": "Cover the 404 path"}),
+    )
+    .await);
+    assert_eq!(v["status"], "working", "{v}");
+    assert!(
+        ws.json(&["prompt", "api"])["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("Cover the 404 path")
+    );
+    // Approve refuses anything but reviewing, then decides it.
+    let r = call(&c, "task_approve", json!({"id": "api"})).await;
+    assert_eq!(
+        refusal(&r),
+        "refused: task api is working; only a task in reviewing can be approved"
+    );
+    ws.add_section("api", "Handoff", "404 covered.");
+    ws.to("api", "agent-review");
+    ws.review("api", "PASS");
+    ws.to("api", "reviewing");
+    let v = ok(&call(&c, "task_approve", json!({"id": "api"})).await);
+    assert_eq!(v["status"], "done", "{v}");
+    c.cancel().await.unwrap();
+    // The agent role has neither: a person's decisions are not an agent's.
+    let c = connect(&ws, &["--role", "agent", "--task", "api"], &[]).await;
+    let names = tool_names(&c).await;
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "task_approve" || n == "task_reject" || n == "status"),
+        "{names:?}"
+    );
+    c.cancel().await.unwrap();
 }

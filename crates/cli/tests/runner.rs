@@ -13,6 +13,7 @@ mod front_ends;
 mod gsd_e2e;
 mod gsd_sync;
 mod mcp;
+mod person;
 mod pg_runners;
 mod run_e2e;
 mod storage_faults;

@@ -11,7 +11,7 @@ use crate::run_e2e::{Project, git};
 
 impl Project {
     /// Sets `[limits]` keys in warden.toml.
-    fn limits(&self, pairs: &[(&str, &str)]) {
+    pub(crate) fn limits(&self, pairs: &[(&str, &str)]) {
         let cfg = self.root.join(".warden/warden.toml");
         let mut text = std::fs::read_to_string(&cfg).unwrap();
         for (k, v) in pairs {
@@ -26,7 +26,7 @@ impl Project {
     }
 
     /// The events of one task, oldest first.
-    fn events(&self, id: &str) -> Vec<Value> {
+    pub(crate) fn events(&self, id: &str) -> Vec<Value> {
         let o = self.ok(&["--json", "history", id]);
         o.lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -34,7 +34,7 @@ impl Project {
     }
 
     /// `warden run` in the background.
-    fn spawn_run(&self) -> Child {
+    pub(crate) fn spawn_run(&self) -> Child {
         let mut c = self.cmd(&["run", "--max-parallel", "4"]);
         c.stdout(Stdio::null()).stderr(Stdio::null());
         c.spawn().unwrap()
@@ -42,7 +42,13 @@ impl Project {
 
     /// Waits until `cond` holds on the task, checking the store (not a clock); fails
     /// after `secs`.
-    fn wait_task(&self, id: &str, secs: u64, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait_task(
+        &self,
+        id: &str,
+        secs: u64,
+        what: &str,
+        cond: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let t = self.task(id);
@@ -58,7 +64,7 @@ impl Project {
     }
 
     /// The pid the simulated agent of `role` wrote.
-    fn agent_pid(&self, id: &str, role: &str) -> u32 {
+    pub(crate) fn agent_pid(&self, id: &str, role: &str) -> u32 {
         let f = self
             .root
             .join(format!(".warden/tasks/{id}/.sim-pid-{role}"));
@@ -76,7 +82,7 @@ impl Project {
     }
 }
 
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     // Signal 0 to a zombie succeeds too; /proc tells a zombie apart.
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         s.rsplit(')')
@@ -86,7 +92,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Waits for a process to end; fails after `secs`.
-fn wait_gone(pid: u32, secs: u64) {
+pub(crate) fn wait_gone(pid: u32, secs: u64) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while alive(pid) {
         assert!(
@@ -97,21 +103,21 @@ fn wait_gone(pid: u32, secs: u64) {
     }
 }
 
-fn stop(mut run: Child) {
+pub(crate) fn stop(mut run: Child) {
     let _ = Command::new("kill")
         .args(["-TERM", &run.id().to_string()])
         .status();
     let _ = run.wait();
 }
 
-fn kinds(events: &[Value]) -> Vec<String> {
+pub(crate) fn kinds(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_owned())
         .collect()
 }
 
-fn position(events: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+pub(crate) fn position(events: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
     events
         .iter()
         .position(pred)
@@ -137,6 +143,20 @@ fn reviewer_waits_for_the_worker(session: &str) {
         kinds(&ev)
     );
     assert_eq!(ev[worker_end]["data"]["disposition"], "stale");
+    assert_eq!(ev[worker_end]["actor"], "runner", "{}", ev[worker_end]);
+    // One event per real end, however many reported it (the host, tmux's hook).
+    for s in ["t-worker-1", "t-reviewer-1"] {
+        let ends = ev
+            .iter()
+            .filter(|e| e["type"] == "session.exited" && e["data"]["session"] == s)
+            .count();
+        assert!(ends <= 1, "{s} ended {ends} times: {:?}", kinds(&ev));
+    }
+    let history = p.ok(&["history", "t"]);
+    assert!(
+        history.contains("worker t-worker-1 exited after its hand-off (exit 0)"),
+        "{history}"
+    );
     assert!(
         !kinds(&ev).contains(&"agent.crashed".to_owned()),
         "no crash"
@@ -232,9 +252,11 @@ fn cancel_stops_the_agent_with_and_without_a_supervisor() {
         let exits: Vec<Value> = p
             .events("t")
             .into_iter()
-            .filter(|e| e["type"] == "session.exited" && e["data"]["disposition"] != "duplicate")
+            .filter(|e| e["type"] == "session.exited")
             .collect();
-        assert_eq!(exits.len(), 1, "the host reported the end once: {exits:?}");
+        assert_eq!(exits.len(), 1, "one event for the one end: {exits:?}");
+        assert_eq!(exits[0]["data"]["disposition"], "stale", "{exits:?}");
+        assert_eq!(exits[0]["data"]["stopped"], true, "{exits:?}");
         p.check();
     }
 }

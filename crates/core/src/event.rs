@@ -194,6 +194,12 @@ pub enum EventKind {
         exit_code: Option<i32>,
         /// Current, stale or duplicate.
         disposition: Disposition,
+        /// The role of the session, when it is one Warden started.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<Role>,
+        /// Warden had asked it to stop (`session.stopped`) before it ended.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stopped: bool,
     },
     /// `guard.ran`: postchecks ran at a gated transition.
     GuardRan {
@@ -343,16 +349,38 @@ impl EventKind {
                 session,
                 exit_code,
                 disposition,
-            } => Some(format!(
-                "{} {}{}",
-                match disposition {
-                    Disposition::Current => "session",
-                    Disposition::Stale => "session after the task moved on",
-                    Disposition::Duplicate => "already reported: session",
-                },
-                session.as_deref().unwrap_or("(unnamed)"),
-                exit_code.map(|c| format!(" exit {c}")).unwrap_or_default()
-            )),
+                role,
+                stopped,
+            } => {
+                let who = match role {
+                    Some(r) => format!("{r} {}", session.as_deref().unwrap_or("(unnamed)")),
+                    None => match session {
+                        Some(s) => format!("session {s}"),
+                        None => "the session".to_owned(),
+                    },
+                };
+                let code = exit_code
+                    .map(|c| format!(" (exit {c})"))
+                    .unwrap_or_default();
+                Some(match (disposition, role) {
+                    (Disposition::Stale | Disposition::Current, _) if *stopped => {
+                        format!("{who} stopped as asked{code}")
+                    }
+                    (Disposition::Current, _) => format!("{who} exited{code}"),
+                    (Disposition::Stale, Some(Role::Worker)) => {
+                        format!("{who} exited after its hand-off{code}")
+                    }
+                    (Disposition::Stale, Some(Role::Reviewer)) => {
+                        format!("{who} exited after its verdict{code}")
+                    }
+                    (Disposition::Stale, None) => {
+                        format!("{who} exited after the task moved on{code}")
+                    }
+                    (Disposition::Duplicate, _) => {
+                        format!("{who}: its end was reported again{code}")
+                    }
+                })
+            }
             EventKind::RetryRequested {
                 resume_from_phase, ..
             } => Some(format!("resume from {resume_from_phase}")),

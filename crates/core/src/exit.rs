@@ -110,7 +110,7 @@ pub fn disposition(task: &Task, report: &ExitReport) -> Disposition {
 }
 
 /// The session a report ends, when it names one of Warden's.
-fn reported_record<'t>(
+pub fn reported_record<'t>(
     task: &'t Task,
     report: &ExitReport,
 ) -> Option<&'t crate::model::SessionRecord> {

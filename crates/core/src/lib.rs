@@ -6,6 +6,7 @@ pub mod artifact;
 pub mod event;
 pub mod exit;
 pub mod failure;
+pub mod graph;
 pub mod gsd;
 pub mod history;
 pub mod memory;

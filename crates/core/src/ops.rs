@@ -658,12 +658,20 @@ pub fn exited(
     ctx: &Ctx<'_>,
 ) -> Result<Change, Refusal> {
     let decision = exit::decide(task, &input.artifacts, report, &ctx.limits);
+    let outcome = Outcome::Exit(decision.clone());
+    if decision.disposition == Disposition::Duplicate {
+        // One event per real end: a second report of it changes nothing and records
+        // nothing (the answer still says how it was taken).
+        return Change::build(Some(task), task.id(), vec![], ctx, outcome);
+    }
+    let record = exit::reported_record(task, report);
     let mut kinds = vec![EventKind::SessionExited {
         session: report.session.clone(),
         exit_code: report.exit_code,
         disposition: decision.disposition,
+        role: record.map(|r| r.role),
+        stopped: record.is_some_and(|r| r.stop.is_some()),
     }];
-    let outcome = Outcome::Exit(decision.clone());
     if decision.disposition != Disposition::Current {
         return Change::build(Some(task), task.id(), kinds, ctx, outcome);
     }

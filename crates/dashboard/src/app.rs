@@ -25,6 +25,8 @@ pub struct Row {
     pub depth: usize,
     /// The derived gate status (`None` for a pending task ready to start).
     pub gate: Option<GateStatus>,
+    /// The status every view shows: a leaf's own, a group's derived from its children.
+    pub status: Status,
 }
 
 /// A `## Name` section found in TASK.md.
@@ -55,6 +57,9 @@ pub struct Detail {
     pub output: Vec<String>,
     /// Why there is no output (not captured yet, unreadable).
     pub output_note: Option<String>,
+    /// What a person reads before deciding: the text of `## Handoff`, `## Review` and
+    /// `## Questions` (where they count), each made safe for the terminal.
+    pub texts: Vec<(String, Vec<String>)>,
 }
 
 /// What the keys are doing now.
@@ -64,10 +69,19 @@ pub enum Mode {
     Normal,
     /// Typing a filter after `/`.
     Filter,
-    /// Waiting for `y`/`n` before cancelling this task.
-    ConfirmCancel(TaskId),
+    /// Waiting for `y`/`n` before carrying out this command.
+    Confirm(Command),
+    /// Typing the reason of a rejection of this task.
+    Reason {
+        /// The task in review.
+        id: TaskId,
+        /// The reason so far.
+        text: String,
+    },
     /// The output popup is open.
     Peek,
+    /// The selected task's detail, full screen.
+    Detail,
 }
 
 /// An action for the terminal loop to carry out.
@@ -75,12 +89,48 @@ pub enum Mode {
 pub enum Command {
     /// Leave the dashboard.
     Quit,
-    /// `task respawn ID`.
+    /// `task respawn ID` (confirmed).
     Respawn(TaskId),
-    /// `task retry ID` with no changes.
+    /// `task retry ID` with no changes (confirmed).
     Retry(TaskId),
     /// `task cancel ID` (confirmed).
     Cancel(TaskId),
+    /// `task approve ID` (confirmed).
+    Approve(TaskId),
+    /// `task reject ID --reason TEXT`.
+    Reject(TaskId, String),
+}
+
+impl Command {
+    /// The question asked before it is carried out.
+    pub fn question(&self) -> String {
+        match self {
+            Command::Quit => "Quit? y/n".into(),
+            Command::Respawn(id) => {
+                format!("Respawn {id}? The supervisor starts a new session for it. y/n")
+            }
+            Command::Retry(id) => {
+                format!("Retry {id}? Its attempts reset and it runs again. y/n")
+            }
+            Command::Cancel(id) => format!("Cancel {id}? It becomes cancelled for good. y/n"),
+            Command::Approve(id) => {
+                format!("Approve {id}? It becomes done and its branch is merged into the base. y/n")
+            }
+            Command::Reject(id, _) => format!("Reject {id}? y/n"),
+        }
+    }
+
+    /// What the status line says when the question is declined.
+    fn declined(&self) -> String {
+        match self {
+            Command::Quit => "still here".into(),
+            Command::Respawn(id) => format!("{id}: not respawned"),
+            Command::Retry(id) => format!("{id}: not retried"),
+            Command::Cancel(id) => format!("{id}: not cancelled"),
+            Command::Approve(id) => format!("{id}: not approved"),
+            Command::Reject(id, _) => format!("{id}: not rejected"),
+        }
+    }
 }
 
 /// A one-line message in the status line.
@@ -109,6 +159,8 @@ pub struct App {
     progress: Progress,
     counts: Vec<(Status, usize)>,
     dead: usize,
+    /// The supervisors seen (`None` until the terminal loop first looked).
+    supervisors: Option<Vec<warden_app::status::SupervisorView>>,
 }
 
 impl App {
@@ -128,6 +180,7 @@ impl App {
             progress: Progress::of(std::iter::empty()),
             counts: Vec::new(),
             dead: 0,
+            supervisors: None,
         }
     }
 
@@ -141,7 +194,7 @@ impl App {
         self.progress = Progress::of(view.leaves());
         self.counts = Status::ALL
             .iter()
-            .map(|s| (*s, self.tasks.iter().filter(|t| t.status() == *s).count()))
+            .map(|s| (*s, self.rows.iter().filter(|r| r.status == *s).count()))
             .filter(|(_, n)| *n > 0)
             .collect();
         self.dead = self.tasks.iter().filter(|t| t.is_dead()).count();
@@ -200,19 +253,62 @@ impl App {
                 }
                 None
             }
-            Mode::ConfirmCancel(id) => {
+            Mode::Confirm(cmd) => {
                 self.mode = Mode::Normal;
                 if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
                     self.message = None;
-                    Some(Command::Cancel(id))
+                    Some(cmd)
                 } else {
                     self.message = Some(Message {
                         error: false,
-                        text: format!("{id}: not cancelled"),
+                        text: cmd.declined(),
                     });
                     None
                 }
             }
+            Mode::Reason { id, mut text } => {
+                match key.code {
+                    KeyCode::Esc => {
+                        self.mode = Mode::Normal;
+                        self.message = Some(Message {
+                            error: false,
+                            text: format!("{id}: not rejected"),
+                        });
+                    }
+                    KeyCode::Enter if text.trim().is_empty() => {
+                        self.message = Some(Message {
+                            error: true,
+                            text: "a rejection needs a reason: say what the worker must change"
+                                .into(),
+                        });
+                        self.mode = Mode::Reason { id, text };
+                    }
+                    KeyCode::Enter => {
+                        self.mode = Mode::Normal;
+                        self.message = None;
+                        return Some(Command::Reject(id, text.trim().to_owned()));
+                    }
+                    KeyCode::Backspace => {
+                        text.pop();
+                        self.mode = Mode::Reason { id, text };
+                    }
+                    KeyCode::Char(c) if !c.is_control() => {
+                        if text.chars().count() < warden_app::person::MAX_REASON_CHARS {
+                            text.push(c);
+                        }
+                        self.mode = Mode::Reason { id, text };
+                    }
+                    _ => self.mode = Mode::Reason { id, text },
+                }
+                None
+            }
+            Mode::Detail => match key.code {
+                KeyCode::Enter | KeyCode::Esc | KeyCode::Char('q') => {
+                    self.mode = Mode::Normal;
+                    None
+                }
+                _ => self.on_normal_key(key),
+            },
             Mode::Peek => {
                 match key.code {
                     KeyCode::Char('p') | KeyCode::Char('q') | KeyCode::Esc | KeyCode::Enter => {
@@ -246,18 +342,64 @@ impl App {
                 self.mode = Mode::Filter;
                 self.message = None;
             }
-            KeyCode::Enter => return id.map(Command::Respawn),
-            KeyCode::Char('r') => return id.map(Command::Retry),
+            KeyCode::Enter if id.is_some() => self.mode = Mode::Detail,
             KeyCode::Char('p') if id.is_some() => self.mode = Mode::Peek,
-            KeyCode::Char('c') => {
-                if let Some(id) = id {
-                    self.mode = Mode::ConfirmCancel(id);
+            KeyCode::Char('s') => self.ask(id.map(Command::Respawn)),
+            KeyCode::Char('r') => self.ask(id.map(Command::Retry)),
+            KeyCode::Char('c') => self.ask(id.map(Command::Cancel)),
+            KeyCode::Char('a') if self.in_review("approved") => {
+                self.ask(id.map(Command::Approve));
+            }
+            KeyCode::Char('x') => {
+                if let Some(id) = id
+                    && self.in_review("rejected")
+                {
                     self.message = None;
+                    self.mode = Mode::Reason {
+                        id,
+                        text: String::new(),
+                    };
                 }
             }
             _ => {}
         }
         None
+    }
+
+    /// Asks before `cmd`.
+    fn ask(&mut self, cmd: Option<Command>) {
+        if let Some(cmd) = cmd {
+            self.mode = Mode::Confirm(cmd);
+            self.message = None;
+        }
+    }
+
+    /// Is the selected task in review? Otherwise says so (the store decides again when
+    /// the command runs).
+    fn in_review(&mut self, verb: &str) -> bool {
+        let Some(t) = self.selected_task() else {
+            return false;
+        };
+        if t.status() == Status::Reviewing {
+            return true;
+        }
+        let text = format!(
+            "{} is {}; only a task in reviewing can be {verb}",
+            t.id(),
+            t.status()
+        );
+        self.message = Some(Message { error: true, text });
+        false
+    }
+
+    /// Replaces the supervisors the header shows.
+    pub fn set_supervisors(&mut self, sups: Vec<warden_app::status::SupervisorView>) {
+        self.supervisors = Some(sups);
+    }
+
+    /// The supervisors seen, once looked for.
+    pub fn supervisors(&self) -> Option<&[warden_app::status::SupervisorView]> {
+        self.supervisors.as_deref()
     }
 
     fn move_by(&mut self, delta: isize) {
@@ -372,9 +514,9 @@ impl App {
 pub fn tree_rows(tasks: &[Task]) -> Vec<Row> {
     let index_of: HashMap<&TaskId, usize> =
         tasks.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
-    let status_of = |id: &TaskId| index_of.get(id).map(|&i| tasks[i].status());
+    let idx = TreeIndex::new(tasks);
     let mut depth: HashMap<&TaskId, usize> = HashMap::with_capacity(tasks.len());
-    let order = TreeIndex::new(tasks).depth_first();
+    let order = idx.depth_first();
     let mut rows = Vec::with_capacity(order.len());
     for t in order {
         let d = t
@@ -384,15 +526,11 @@ pub fn tree_rows(tasks: &[Task]) -> Vec<Row> {
             .and_then(|p| depth.get(p))
             .map_or(0, |d| d + 1);
         depth.insert(t.id(), d);
-        let deps_done = t
-            .spec
-            .depends_on
-            .iter()
-            .all(|dep| status_of(dep) == Some(Status::Done));
         rows.push(Row {
             task: index_of[t.id()],
             depth: d,
-            gate: gate_status(t, deps_done),
+            gate: gate_status(t, idx.deps_done(t)),
+            status: idx.status(t),
         });
     }
     rows

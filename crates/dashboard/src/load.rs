@@ -27,6 +27,7 @@ pub fn detail(engine: &Engine, task: &Task) -> Detail {
             let (sections, problems) = sections_of(&text);
             d.sections = sections;
             d.problems = problems;
+            d.texts = texts_of(&text);
         }
         Err(FileError::Missing(_)) => d.problems.push("TASK.md is missing".into()),
         Err(e) => d.problems.push(format!("TASK.md: {e}")),
@@ -100,6 +101,33 @@ pub fn sections_of(text: &str) -> (Vec<SectionInfo>, Vec<String>) {
         .map(|e| format!("TASK.md line {}: {}", e.line, e.message))
         .collect();
     (out, problems)
+}
+
+/// The sections a person reads before deciding, where they count, at most this many
+/// lines each.
+const READ_SECTIONS: [&str; 3] = ["Handoff", "Review", "Questions"];
+const SECTION_LINES: usize = 40;
+
+/// The text of `## Handoff`, `## Review` and `## Questions`, each made safe to draw.
+pub fn texts_of(text: &str) -> Vec<(String, Vec<String>)> {
+    let doc = artifact::parse(text);
+    READ_SECTIONS
+        .iter()
+        .filter_map(|name| {
+            let s = doc.section(name)?;
+            let content = doc.content(s);
+            if !artifact::has_content(content) {
+                return None;
+            }
+            let lines: Vec<String> = content
+                .trim_matches('\n')
+                .lines()
+                .take(SECTION_LINES)
+                .map(sanitize)
+                .collect();
+            Some((s.name.trim().to_owned(), lines))
+        })
+        .collect()
 }
 
 /// The last `TAIL_BYTES` of a file, refusing anything but a regular file.

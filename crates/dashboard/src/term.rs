@@ -89,7 +89,18 @@ fn event_loop(
     let mut last_detail = Instant::now();
     let mut last_draw = Instant::now();
     let mut dirty = true;
+    let mut last_sups: Option<Instant> = None;
     loop {
+        // The supervisors: a run starting or stopping commits nothing, so look each second.
+        if last_sups.is_none_or(|t| t.elapsed() >= REDRAW) {
+            if let Ok(sups) = engine.supervisors()
+                && app.supervisors() != Some(sups.as_slice())
+            {
+                app.set_supervisors(sups);
+                dirty = true;
+            }
+            last_sups = Some(Instant::now());
+        }
         if app.wants_detail().is_some() || last_detail.elapsed() >= DETAIL_REFRESH {
             dirty |= load_detail(engine, app);
             last_detail = Instant::now();
@@ -187,6 +198,14 @@ pub fn execute_command(engine: &Project, app: &mut App, cmd: Command) {
         Command::Respawn(id) => respawn(engine, id),
         Command::Retry(id) => retry(engine, id),
         Command::Cancel(id) => cancel(engine, id),
+        Command::Approve(id) => engine
+            .approve(id)
+            .and_then(|a| a.into_result())
+            .map(|a| one_line(&a.summary())),
+        Command::Reject(id, reason) => engine
+            .reject(id, reason)
+            .and_then(|a| a.into_result())
+            .map(|a| one_line(&a.summary())),
     };
     app.set_message(match result {
         Ok(text) => Message { error: false, text },

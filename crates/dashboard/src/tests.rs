@@ -239,6 +239,7 @@ fn db_detail(b: &Builder) -> Detail {
         memory: memory::render(&mem),
         output: load::tail_lines(output, 200),
         output_note: None,
+        texts: load::texts_of(task_md),
     }
 }
 
@@ -451,8 +452,10 @@ fn keys() {
         let m = match app.mode() {
             Mode::Normal => "normal",
             Mode::Filter => "filter",
-            Mode::ConfirmCancel(_) => "confirm",
+            Mode::Confirm(_) => "confirm",
+            Mode::Reason { .. } => "reason",
             Mode::Peek => "peek",
+            Mode::Detail => "detail",
         };
         assert_eq!(
             (app.selected_id().map_or("-", |i| i.as_str()), m, last),
@@ -475,18 +478,50 @@ fn keys() {
         "normal",
         None,
     );
+    // Enter opens the detail; Enter or Esc closes it; keys act from it.
     check(
         &[ch('j'), ch('j'), key(KeyCode::Enter)],
+        "db",
+        "detail",
+        None,
+    );
+    check(
+        &[ch('j'), ch('j'), key(KeyCode::Enter), key(KeyCode::Esc)],
+        "db",
+        "normal",
+        None,
+    );
+    check(
+        &[ch('j'), key(KeyCode::Enter), ch('j')],
+        "db",
+        "detail",
+        None,
+    );
+    check(
+        &[ch('j'), ch('j'), key(KeyCode::Enter), ch('s')],
+        "db",
+        "confirm",
+        None,
+    );
+    // Respawn and retry ask first.
+    check(&[ch('j'), ch('j'), ch('s')], "db", "confirm", None);
+    check(
+        &[ch('j'), ch('j'), ch('s'), ch('y')],
         "db",
         "normal",
         Some(Command::Respawn(id("db"))),
     );
+    check(&[ch('j'), ch('j'), ch('s'), ch('n')], "db", "normal", None);
+    check(&[ch('G'), ch('k'), ch('r')], "lint", "confirm", None);
     check(
-        &[ch('G'), ch('k'), ch('r')],
+        &[ch('G'), ch('k'), ch('r'), ch('y')],
         "lint",
         "normal",
         Some(Command::Retry(id("lint"))),
     );
+    // Approve and reject only offer themselves for a task in review.
+    check(&[ch('j'), ch('a')], "api", "normal", None);
+    check(&[ch('j'), ch('x')], "api", "normal", None);
     check(&[ch('j'), ch('c')], "api", "confirm", None);
     check(
         &[ch('j'), ch('c'), ch('y')],
@@ -603,4 +638,129 @@ fn scrolling_keeps_the_selection_visible() {
     app.on_key(ch('k'));
     let s = draw(&app, 80, 24);
     assert!(s.contains("t298") && s.contains("t299"), "{s}");
+}
+
+/// A task in review: `a` asks, then approves; `x` takes a reason, refuses an empty one,
+/// and sends it; Esc keeps the task in review. The review's verdict and findings are
+/// beside the keys.
+#[test]
+fn approve_and_reject_keys() {
+    let mut b = Builder::new();
+    b.create("api", "REST endpoints", None, 0)
+        .to("api", Status::Working, "", 10)
+        .to("api", Status::AgentReview, HANDOFF, 20)
+        .to("api", Status::Reviewing, PASS, 30);
+    let mut app = app_of(&b);
+    let (sections, _) = load::sections_of(PASS);
+    app.set_detail(Detail {
+        id: Some(id("api")),
+        sections,
+        texts: load::texts_of(PASS),
+        ..Detail::default()
+    });
+    let screen = draw(&app, 100, 30);
+    assert!(screen.contains("review PASS"), "{screen}");
+    assert!(screen.contains("a approves · x rejects"), "{screen}");
+    assert_eq!(app.on_key(ch('a')), None);
+    let screen = draw(&app, 100, 30);
+    assert!(
+        screen.contains("Approve api? It becomes done and its branch is merged into the base. y/n"),
+        "{screen}"
+    );
+    assert_eq!(app.on_key(ch('y')), Some(Command::Approve(id("api"))));
+    assert_eq!(app.on_key(ch('a')), None);
+    assert_eq!(app.on_key(ch('n')), None);
+    assert!(draw(&app, 100, 30).contains("api: not approved"));
+    // Reject: a reason is typed; Enter with none is refused and keeps the prompt.
+    assert_eq!(app.on_key(ch('x')), None);
+    assert!(matches!(app.mode(), Mode::Reason { .. }));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), None);
+    let screen = draw(&app, 120, 30);
+    assert!(screen.contains("Reject api: what must change?"), "{screen}");
+    assert!(screen.contains("a rejection needs a reason"), "{screen}");
+    for c in "Add tests".chars() {
+        app.on_key(ch(c));
+    }
+    app.on_key(key(KeyCode::Backspace));
+    assert!(draw(&app, 120, 30).contains("Add test▏"));
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter)),
+        Some(Command::Reject(id("api"), "Add test".into()))
+    );
+    assert_eq!(*app.mode(), Mode::Normal);
+    app.on_key(ch('x'));
+    app.on_key(ch('z'));
+    assert_eq!(app.on_key(key(KeyCode::Esc)), None);
+    assert_eq!(*app.mode(), Mode::Normal);
+    assert!(draw(&app, 100, 30).contains("api: not rejected"));
+}
+
+/// Enter shows the review in full; the header says whether a supervisor is alive.
+#[test]
+fn detail_view_and_supervisor_header() {
+    let mut b = Builder::new();
+    b.create("api", "REST endpoints", None, 0)
+        .to("api", Status::Working, "", 10)
+        .to("api", Status::AgentReview, HANDOFF, 20)
+        .to("api", Status::Reviewing, PASS, 30);
+    let mut app = app_of(&b);
+    let doc = "## Handoff\nImplemented the endpoints.\n## Review\nVerdict: PASS\n\nThe 404 path is covered by tests.\n";
+    let (sections, _) = load::sections_of(doc);
+    app.set_detail(Detail {
+        id: Some(id("api")),
+        sections,
+        texts: load::texts_of(doc),
+        ..Detail::default()
+    });
+    let screen = draw(&app, 100, 30);
+    assert!(!screen.contains("supervisor"), "not looked yet:\n{screen}");
+    app.set_supervisors(Vec::new());
+    let screen = draw(&app, 100, 30);
+    assert!(screen.contains("○ no supervisor: `warden run`"), "{screen}");
+    app.set_supervisors(vec![warden_app::status::SupervisorView {
+        owner: "box:4242:1".into(),
+        host: "box".into(),
+        pid: 4242,
+        alive: Some(true),
+        started_at: None,
+        tasks: vec![id("api")],
+    }]);
+    assert!(draw(&app, 100, 30).contains("● supervisor pid 4242"));
+    app.on_key(key(KeyCode::Enter));
+    let screen = draw(&app, 100, 30);
+    for text in [
+        "api — REST endpoints · Enter or Esc closes",
+        "## Handoff",
+        "Implemented the endpoints.",
+        "## Review",
+        "The 404 path is covered by tests.",
+    ] {
+        assert!(screen.contains(text), "{text:?} missing:\n{screen}");
+    }
+    app.on_key(key(KeyCode::Esc));
+    assert!(!draw(&app, 100, 30).contains("Enter or Esc closes"));
+}
+
+/// A group shows the status derived from its children, in the table and the counts.
+#[test]
+fn groups_show_derived_statuses() {
+    let b = mixed();
+    let app = app_of(&b);
+    let row = |i: &str| {
+        app.rows()
+            .iter()
+            .find(|r| app.tasks()[r.task].id().as_str() == i)
+            .unwrap()
+            .status
+    };
+    // backend: api done, db working (dead), auth pending → working.
+    assert_eq!(row("backend"), Status::Working);
+    assert_eq!(
+        app.tasks()
+            .iter()
+            .find(|t| t.id().as_str() == "backend")
+            .unwrap()
+            .status(),
+        Status::Pending
+    );
 }

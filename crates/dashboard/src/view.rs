@@ -15,9 +15,20 @@ use warden_core::progress::GateStatus;
 
 use crate::app::{App, Detail, Mode};
 
-/// The help line.
-pub const HELP: &str =
-    " ↑↓/jk move · Enter respawn · p peek · r retry · c cancel · / filter · q quit";
+/// The help line, in the longest form that fits the width.
+pub const HELP: [&str; 4] = [
+    " ↑↓/jk move · Enter details · a approve · x reject · s respawn · r retry · c cancel · p peek · / filter · q quit",
+    " ⏎ details · a approve · x reject · s respawn · r retry · c cancel · p peek · / filter · q quit",
+    " ⏎ details  a approve  x reject  s respawn  r retry  c cancel  p peek  / filter  q quit",
+    " ⏎ detail a approve x reject s respawn r retry c cancel p peek / find q quit",
+];
+
+/// The help line for a screen `width` columns wide.
+pub fn help(width: u16) -> &'static str {
+    HELP.iter()
+        .find(|h| h.chars().count() <= width as usize)
+        .unwrap_or(&HELP[3])
+}
 
 /// The colour of a status (the CLI's colours).
 pub fn status_color(s: Status) -> Color {
@@ -57,7 +68,7 @@ pub fn age(now: Timestamp, then: Timestamp) -> String {
 /// Draws the whole screen.
 pub fn render(frame: &mut Frame, app: &App, now: Timestamp) {
     let area = frame.area();
-    let [head, counts, body, status, help] = Layout::vertical([
+    let [head, counts, body, status, help_line] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Fill(1),
@@ -80,11 +91,13 @@ pub fn render(frame: &mut Frame, app: &App, now: Timestamp) {
     }
     render_status(frame, app, status);
     frame.render_widget(
-        Paragraph::new(HELP).style(Style::new().fg(Color::DarkGray)),
-        help,
+        Paragraph::new(help(area.width)).style(Style::new().fg(Color::DarkGray)),
+        help_line,
     );
-    if *app.mode() == Mode::Peek {
-        render_peek(frame, app, area);
+    match app.mode() {
+        Mode::Peek => render_peek(frame, app, area),
+        Mode::Detail => render_full_detail(frame, app, body, now),
+        _ => {}
     }
 }
 
@@ -106,6 +119,7 @@ fn render_header(frame: &mut Frame, app: &App, head: Rect, counts: Rect) {
             p.status
         )),
     ]);
+    let head_used = line.width() as u16;
     frame.render_widget(Paragraph::new(line), head);
     let mut spans = vec![Span::raw(" ")];
     if app.tasks().is_empty() {
@@ -125,7 +139,46 @@ fn render_header(frame: &mut Frame, app: &App, head: Rect, counts: Rect) {
             Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         ));
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)), counts);
+    let counts_line = Line::from(spans);
+    let counts_used = counts_line.width() as u16;
+    frame.render_widget(Paragraph::new(counts_line), counts);
+    // Whether anything will move: the supervisors, at the right of the first line.
+    let sup = match app.supervisors() {
+        None => None,
+        Some(sups) if warden_app::status::any_alive(sups) => {
+            let here: Vec<String> = sups
+                .iter()
+                .filter(|s| s.alive != Some(false))
+                .map(|s| match s.alive {
+                    Some(_) => format!("pid {}", s.pid),
+                    None => format!("{} pid {}", s.host, s.pid),
+                })
+                .collect();
+            Some(Span::styled(
+                format!("● supervisor {} ", here.join(", ")),
+                Style::new().fg(Color::Green),
+            ))
+        }
+        Some(_) => Some(Span::styled(
+            "○ no supervisor: `warden run` ",
+            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        )),
+    };
+    // At the right of the first line where it fits, else of the second.
+    if let Some(sup) = sup {
+        let w = sup.width() as u16;
+        let row = [(head, head_used), (counts, counts_used)]
+            .into_iter()
+            .find(|(r, used)| r.width > used + w);
+        if let Some((r, _)) = row {
+            let right = Rect {
+                x: r.x + r.width - w,
+                width: w,
+                ..r
+            };
+            frame.render_widget(Paragraph::new(Line::from(sup)), right);
+        }
+    }
 }
 
 fn render_table(frame: &mut Frame, app: &App, area: Rect, now: Timestamp) {
@@ -167,7 +220,7 @@ fn render_table(frame: &mut Frame, app: &App, area: Rect, now: Timestamp) {
         .iter()
         .map(|&r| {
             let row = &app.rows()[r];
-            let cells = task_cells(&app.tasks()[row.task], row.depth, row.gate, now);
+            let cells = task_cells(&app.tasks()[row.task], row, now);
             Row::new(pick(cells, cols))
         })
         .collect();
@@ -221,15 +274,10 @@ fn pick<T>(items: [T; 9], cols: [bool; 9]) -> Vec<T> {
         .collect()
 }
 
-fn task_cells(
-    t: &Task,
-    depth: usize,
-    gate: Option<GateStatus>,
-    now: Timestamp,
-) -> [Cell<'static>; 9] {
-    let id = format!("{}{}", "  ".repeat(depth.min(8)), t.id());
-    let status = Cell::new(t.status().as_str()).style(Style::new().fg(status_color(t.status())));
-    let gate = match gate {
+fn task_cells(t: &Task, row: &crate::app::Row, now: Timestamp) -> [Cell<'static>; 9] {
+    let id = format!("{}{}", "  ".repeat(row.depth.min(8)), t.id());
+    let status = Cell::new(row.status.as_str()).style(Style::new().fg(status_color(row.status)));
+    let gate = match row.gate {
         Some(g) => Cell::new(g.as_str()).style(Style::new().fg(gate_color(g))),
         None => Cell::new("-"),
     };
@@ -283,16 +331,14 @@ fn render_detail(frame: &mut Frame, app: &App, area: Rect, now: Timestamp) {
 
 fn summary_lines<'a>(app: &App, t: &'a Task, detail: Option<&'a Detail>) -> Vec<Line<'a>> {
     let mut lines = Vec::new();
+    let status = app.selected_row().map_or(t.status(), |r| r.status);
     let mut first = vec![
         label("status "),
-        Span::styled(
-            t.status().as_str(),
-            Style::new().fg(status_color(t.status())),
-        ),
+        Span::styled(status.as_str(), Style::new().fg(status_color(status))),
     ];
     if t.is_dead() {
         first.push(Span::styled(
-            "  ✗ session dead (Enter respawns)",
+            "  ✗ session dead (s respawns)",
             Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         ));
     } else if let Some(s) = t.live_session() {
@@ -330,6 +376,44 @@ fn summary_lines<'a>(app: &App, t: &'a Task, detail: Option<&'a Detail>) -> Vec<
         lines.push(Line::from(label("loading…")));
         return lines;
     };
+    if t.status() == warden_core::model::Status::Reviewing {
+        // The review beside the keys that decide it.
+        let verdict = d
+            .sections
+            .iter()
+            .find_map(|s| s.verdict)
+            .unwrap_or("no verdict");
+        let findings = d
+            .texts
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("review"))
+            .map(|(_, l)| {
+                l.iter()
+                    .skip(1)
+                    .take(2)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        lines.push(Line::from(vec![
+            label("review "),
+            Span::styled(
+                verdict,
+                Style::new()
+                    .fg(if verdict == "PASS" {
+                        Color::Green
+                    } else {
+                        Color::Red
+                    })
+                    .add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(format!(" {findings}")),
+        ]));
+        lines.push(Line::from(label(
+            "a approves · x rejects with a reason · Enter reads the review",
+        )));
+    }
     let mut secs = vec![label("TASK.md ")];
     if d.sections.is_empty() {
         secs.push(label("no sections"));
@@ -418,10 +502,28 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
                 app.rows().len()
             )),
         ]),
-        Mode::ConfirmCancel(id) => Line::from(Span::styled(
-            format!(" Cancel {id}? It becomes cancelled for good. y/n"),
+        Mode::Confirm(cmd) => Line::from(Span::styled(
+            format!(" {}", cmd.question()),
             Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
         )),
+        Mode::Reason { id, text } => {
+            let mut spans = vec![
+                Span::styled(
+                    format!(" Reject {id}: what must change? "),
+                    Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(text.clone()),
+                Span::styled("▏", Style::new().fg(Color::Yellow)),
+                label("  Enter sends · Esc keeps it in review"),
+            ];
+            if let Some(m) = app.message().filter(|m| m.error) {
+                spans.push(Span::styled(
+                    format!("  {}", m.text),
+                    Style::new().fg(Color::Red),
+                ));
+            }
+            Line::from(spans)
+        }
         _ => match app.message() {
             Some(m) => Line::from(Span::styled(
                 format!(" {}", m.text),
@@ -463,4 +565,46 @@ fn render_peek(frame: &mut Frame, app: &App, area: Rect) {
         }
     };
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The selected task's detail over the table and the pane: its summary and what a
+/// person reads before deciding (hand-off, review, questions) on the left, its events
+/// and output on the right.
+fn render_full_detail(frame: &mut Frame, app: &App, area: Rect, now: Timestamp) {
+    let Some(t) = app.selected_task() else {
+        return;
+    };
+    frame.render_widget(Clear, area);
+    let block = Block::bordered()
+        .padding(Padding::horizontal(1))
+        .title(format!(
+            " {} — {} · Enter or Esc closes ",
+            t.id(),
+            t.spec.title
+        ));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [left, right] = Layout::horizontal([Constraint::Fill(1), Constraint::Fill(1)])
+        .spacing(2)
+        .areas(inner);
+    let detail = app.detail();
+    let mut lines = summary_lines(app, t, detail);
+    if let Some(d) = detail {
+        for (name, text) in &d.texts {
+            lines.push(Line::raw(""));
+            lines.push(Line::from(Span::styled(
+                format!("## {name}"),
+                Style::new().add_modifier(Modifier::BOLD),
+            )));
+            lines.extend(text.iter().map(|l| Line::raw(l.as_str())));
+        }
+    }
+    frame.render_widget(
+        Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: false }),
+        left,
+    );
+    frame.render_widget(
+        Paragraph::new(activity_lines(detail, right.height as usize, now)),
+        right,
+    );
 }

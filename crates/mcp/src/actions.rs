@@ -13,7 +13,7 @@ use warden_core::memory::MemoryDelta;
 use warden_core::model::{Status, TaskId};
 use warden_core::tree::{self, AgentStatus};
 
-use crate::params::{CreateParams, RetryParams, WorkSpecParam};
+use crate::params::{ApproveParams, CreateParams, RejectParams, RetryParams, WorkSpecParam};
 
 /// What a tool returns on success.
 pub type Res = Result<Value, Failure>;
@@ -92,6 +92,27 @@ pub fn task_retry(app: &App, p: RetryParams) -> Res {
     };
     let answer = app.retry(&id, &req)?;
     to_value(&app.response(&answer)?)
+}
+
+/// `task_approve`: reviewing → done (merge-ri runs), as `warden task approve`.
+pub fn task_approve(app: &App, p: ApproveParams) -> Res {
+    let answer = app.approve(&task_id(&p.id)?)?;
+    let response = app.response(&answer)?;
+    answer.into_result()?;
+    to_value(&response)
+}
+
+/// `task_reject`: back to the worker with the reason, as `warden task reject`.
+pub fn task_reject(app: &App, p: RejectParams) -> Res {
+    let answer = app.reject(&task_id(&p.id)?, &p.reason)?;
+    let response = app.response(&answer)?;
+    answer.into_result()?;
+    to_value(&response)
+}
+
+/// `status`: what needs a person, what runs, the supervisors, the progress.
+pub fn status_view(app: &App) -> Res {
+    to_value(&app.status()?)
 }
 
 /// `task_spawn`: records a request for a new session (as `warden task spawn`).

@@ -192,6 +192,24 @@ pub struct CancelParams {
     pub reason: Option<String>,
 }
 
+/// `task_approve`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveParams {
+    /// The id of the task in reviewing.
+    pub id: String,
+}
+
+/// `task_reject`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RejectParams {
+    /// The id of the task in reviewing.
+    pub id: String,
+    /// What the worker must change (shown to it in its next prompt).
+    pub reason: String,
+}
+
 /// `task_retry`: absent keeps a spec, `null` removes a check, an object replaces it.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -33,9 +33,9 @@ use warden_store::Workspace;
 use crate::Role;
 use crate::actions;
 use crate::params::{
-    AgentUpdateParams, ApplyParams, CancelParams, CompleteParams, CreateParams, HistoryParams,
-    IdParam, ImportParams, ListParams, MemoryParams, NoParams, OwnIdParam, RetryParams,
-    UpdateParams,
+    AgentUpdateParams, ApplyParams, ApproveParams, CancelParams, CompleteParams, CreateParams,
+    HistoryParams, IdParam, ImportParams, ListParams, MemoryParams, NoParams, OwnIdParam,
+    RejectParams, RetryParams, UpdateParams,
 };
 
 /// The longest text argument accepted, in bytes (the TASK.md limit).
@@ -48,7 +48,7 @@ const SHOWN_CHARS: usize = 200;
 /// an error never echoes a huge argument back.
 const MAX_ERROR_CHARS: usize = 4000;
 
-const INSTRUCTIONS_ORCHESTRATOR: &str = "Warden is a deterministic state engine for coding-agent tasks. Agents write artifacts (sections of TASK.md such as `## Handoff` and `## Review`) and request transitions; Warden checks the evidence and decides. Start with `state` or `plan_show` to see the project, `plan_next` to pick work, `task_get` for one task, `history` for what happened. Create work with `task_create` or `plan_import`; move tasks with `task_update_status`, `task_complete` and `task_cancel`; run a stuck task again with `task_retry`. Refusals are tool errors whose first line says what is wrong and what to do.";
+const INSTRUCTIONS_ORCHESTRATOR: &str = "Warden is a deterministic state engine for coding-agent tasks. Agents write artifacts (sections of TASK.md such as `## Handoff` and `## Review`) and request transitions; Warden checks the evidence and decides. Start with `status` (what needs a person, what runs) or `plan_show` to see the project, `plan_next` to pick work, `task_get` for one task, `history` for what happened. Create work with `task_create` or `plan_import`; move tasks with `task_update_status`, `task_complete` and `task_cancel`; decide a review with `task_approve` or `task_reject`; run a stuck task again with `task_retry`. Refusals are tool errors whose first line says what is wrong and what to do.";
 
 const INSTRUCTIONS_AGENT: &str = "Warden tracks the task this session works on. Read it with `task_get` and your instructions with `prompt`; record what you learn with `memory_merge`. When the work is done, write a non-empty `## Handoff` section in TASK.md and call `task_complete` (the postchecks run then). A reviewer writes `## Review` with a first verdict line saying PASS or FAIL and calls `task_update_status`. Only this task and only your role's transitions are allowed; anything else is refused and recorded.";
 
@@ -505,6 +505,33 @@ impl WardenServer {
     )]
     async fn o_task_retry(&self, Parameters(p): Parameters<RetryParams>) -> CallToolResult {
         result(self.exec(move |e| actions::task_retry(e, p)).await)
+    }
+
+    #[tool(
+        name = "task_approve",
+        description = "Approve a task in reviewing (a person's decision): it becomes done and its branch is merged into the base. Read its `## Review` first (`task_get`, or the TASK.md resource). Refused for any other status; a failed merge refuses and leaves it in review.",
+        annotations(destructive_hint = false)
+    )]
+    async fn o_task_approve(&self, Parameters(p): Parameters<ApproveParams>) -> CallToolResult {
+        result(self.exec(move |e| actions::task_approve(e, p)).await)
+    }
+
+    #[tool(
+        name = "task_reject",
+        description = "Reject a task in reviewing (a person's decision): it goes back to working, and `reason` (what the worker must change) is in the worker's next prompt. Refused for any other status; a blank reason is refused.",
+        annotations(destructive_hint = false)
+    )]
+    async fn o_task_reject(&self, Parameters(p): Parameters<RejectParams>) -> CallToolResult {
+        result(self.exec(move |e| actions::task_reject(e, p)).await)
+    }
+
+    #[tool(
+        name = "status",
+        description = "The one screen a person opens first: what needs a person (reviews to approve, questions, stuck tasks, dead sessions, each with the command that acts on it), what runs, the supervisors alive, and the progress.",
+        annotations(read_only_hint = true)
+    )]
+    async fn o_status(&self) -> CallToolResult {
+        result(self.exec(actions::status_view).await)
     }
 
     #[tool(

@@ -327,6 +327,11 @@ impl Engine {
                 memory,
             } = decide(&task, &doc)?;
             let change = change.prepend(doc.tamper.clone(), &self.ctx(&shown))?;
+            if change.events.is_empty() && memory.is_none() && request.is_none() {
+                // Nothing to record (e.g. a second report of a session's end).
+                drop(lock);
+                return Ok(Written::Done(Box::new(change)));
+            }
             let request_row = match request {
                 Some(r) => Some((r.key.to_owned(), r.store(&change)?)),
                 None => None,

@@ -416,6 +416,8 @@ fn events_keep_their_order(open: Open) {
                         session: None,
                         exit_code: Some(0),
                         disposition: warden_core::event::Disposition::Current,
+                        role: None,
+                        stopped: false,
                     }];
                     s.commit(batch(vec![ops::record(&t, kinds, &ctx()).unwrap()]))
                         .unwrap();

@@ -14,21 +14,23 @@ use super::host::alive;
 /// This runner's name in leases: `host:pid:start`, the start time (in microseconds)
 /// telling apart runners on machines (containers) that share a host name and pid.
 pub fn owner_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".into());
     let start = jiff::Timestamp::now().as_microsecond();
-    format!("{host}:{}:{start:x}", std::process::id())
+    format!("{}:{}:{start:x}", this_host(), std::process::id())
 }
 
-/// The host and pid of a lease owner named by [`owner_id`] (or the older `host:pid`).
-pub(super) fn owner_host_pid(owner: &str) -> Option<(&str, u32)> {
-    let parts: Vec<&str> = owner.split(':').collect();
-    match parts[..] {
-        [h, p] | [h, p, _] => Some((h, p.parse().ok()?)),
-        _ => None,
-    }
+/// This machine's host name, as lease owners name it.
+pub(crate) fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into())
 }
+
+/// Is the process `pid` of this machine alive?
+pub(crate) fn pid_alive(pid: u32) -> bool {
+    alive(pid)
+}
+
+pub(super) use crate::status::owner_host_pid;
 
 impl Supervisor {
     pub(super) fn renew(&mut self) {

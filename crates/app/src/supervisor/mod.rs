@@ -34,6 +34,7 @@ use crate::App;
 
 pub use host::{SessionFiles, session_run};
 pub use leases::owner_id;
+pub(crate) use leases::{pid_alive, this_host};
 pub use step::stop_session;
 
 use step::Step;
@@ -272,6 +273,8 @@ pub struct Supervisor {
     since: BTreeMap<String, Timestamp>,
     /// The in-flight set last written to continue.md.
     in_flight: Option<Vec<String>>,
+    /// This supervisor's announcement in `.warden/runners/` (`warden status`).
+    _presence: crate::status::Presence,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -304,10 +307,12 @@ impl Supervisor {
             .map_err(EngineError::from)?;
         let repo = Repo::discover(&app.ws().root).ok().flatten();
         let base = repo.as_ref().and_then(pipeline::base_branch);
+        let owner = owner_id();
+        let _presence = crate::status::Presence::announce(app.ws(), &owner, app.eng.now());
         Ok(Supervisor {
             app,
             opts,
-            owner: owner_id(),
+            owner,
             repo,
             base,
             jobs: BTreeMap::new(),
@@ -318,6 +323,7 @@ impl Supervisor {
             seen: BTreeMap::new(),
             since: BTreeMap::new(),
             in_flight: None,
+            _presence,
         })
     }
 

@@ -1,0 +1,457 @@
+//! `warden status`: the one screen a person opens first. What needs them (reviews to
+//! approve, questions, stuck tasks, dead sessions), what is running, whether a supervisor
+//! is alive and where, and the progress — each item with the command that acts on it.
+//!
+//! Supervisors are seen two ways: each `warden run` announces itself in
+//! `.warden/runners/` while it lives (so an idle one on this machine is seen too), and
+//! every lease names its holder (so a runner on another machine sharing a PostgreSQL
+//! store is seen while it holds a task).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use warden_core::artifact;
+use warden_core::model::{Phase, PhaseStatus, Role, Status, Task, TaskId};
+use warden_core::progress::{Progress, TreeView};
+use warden_core::tree::TreeIndex;
+use warden_store::Workspace;
+
+use crate::{App, Result};
+
+/// Why a task waits for a person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Need {
+    /// A review to approve or reject.
+    Review,
+    /// An agent asked questions (`clarification`).
+    Question,
+    /// Stuck: out of attempts, crashes or review rounds.
+    Stuck,
+    /// Its session died without its artifact; nothing restarts it by itself.
+    Dead,
+}
+
+impl Need {
+    /// A short word for the screen.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Need::Review => "review",
+            Need::Question => "question",
+            Need::Stuck => "stuck",
+            Need::Dead => "dead",
+        }
+    }
+}
+
+/// One task that waits for a person.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NeedsYou {
+    /// The task.
+    pub id: TaskId,
+    /// Its title.
+    pub title: String,
+    /// Its status.
+    pub status: Status,
+    /// Why it waits.
+    pub need: Need,
+    /// The review's verdict (`pass`/`fail`), for a review.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    /// What to read first: the review's findings, the questions, the last failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The commands that act on it.
+    pub commands: Vec<String>,
+}
+
+/// One task being worked on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Running {
+    /// The task.
+    pub id: TaskId,
+    /// Its title.
+    pub title: String,
+    /// Its status.
+    pub status: Status,
+    /// The phase running, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// The live session, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Its role.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// When the session started, else when the task entered its status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+}
+
+/// A supervisor (`warden run`) seen from here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SupervisorView {
+    /// Its lease owner id (`host:pid:start`).
+    pub owner: String,
+    /// Its host.
+    pub host: String,
+    /// Its process id on that host.
+    pub pid: u32,
+    /// On this machine: whether the process is alive. `None` on another host (its
+    /// leases' expiry says it renews).
+    pub alive: Option<bool>,
+    /// When it started, if it announced itself here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    /// The tasks whose lease it holds.
+    pub tasks: Vec<TaskId>,
+}
+
+/// The progress over the leaves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProgressView {
+    /// Leaves that pass.
+    pub complete: usize,
+    /// Leaves that count (not cancelled).
+    pub total: usize,
+    /// `floor(complete / total * 100)`.
+    pub percentage: u32,
+    /// The 20-cell bar of STATE.md.
+    pub bar: String,
+    /// `Ready to plan`, `Planning`, `In progress`, `Verifying` or `Complete`.
+    pub status: String,
+    /// Leaves per status, statuses with none left out, in lifecycle order.
+    pub counts: Vec<(Status, usize)>,
+}
+
+/// What `warden status` shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusView {
+    /// The project root.
+    pub root: String,
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    /// Progress.
+    pub progress: ProgressView,
+    /// What waits for a person, most urgent first (reviews, questions, stuck, dead).
+    pub needs_you: Vec<NeedsYou>,
+    /// What runs now.
+    pub running: Vec<Running>,
+    /// The supervisors seen: none means nothing moves until someone runs `warden run`.
+    pub supervisors: Vec<SupervisorView>,
+    /// At least one supervisor is alive (or, on another host, holds an unexpired lease).
+    pub supervisor_alive: bool,
+}
+
+/// The longest detail line shown per item, in characters.
+const DETAIL_CHARS: usize = 300;
+
+impl App {
+    /// `warden status`.
+    pub fn status(&self) -> Result<StatusView> {
+        let tasks = self.tasks()?;
+        let idx = TreeIndex::new(&tasks);
+        let leaves: Vec<&Task> = TreeView::new(&tasks).leaves().collect();
+        let progress = Progress::of(leaves.iter().copied());
+        let mut counts: BTreeMap<Status, usize> = BTreeMap::new();
+        for t in &leaves {
+            *counts.entry(t.status()).or_default() += 1;
+        }
+        let mut needs_you = Vec::new();
+        let mut running = Vec::new();
+        for t in idx.depth_first() {
+            if !idx.is_leaf(t.id()) {
+                continue;
+            }
+            if let Some(n) = self.needs_you(t) {
+                needs_you.push(n);
+            }
+            if let Some(r) = running_of(t) {
+                running.push(r);
+            }
+        }
+        needs_you.sort_by_key(|n| n.need);
+        let supervisors = self.supervisors()?;
+        let supervisor_alive = any_alive(&supervisors);
+        Ok(StatusView {
+            root: self.ws().root.display().to_string(),
+            backend: self.eng.store.backend().to_owned(),
+            progress: ProgressView {
+                complete: progress.complete,
+                total: progress.total,
+                percentage: progress.percentage(),
+                bar: progress.bar(),
+                status: progress.status.as_str().to_owned(),
+                counts: Status::ALL
+                    .iter()
+                    .filter_map(|s| counts.get(s).map(|n| (*s, *n)))
+                    .collect(),
+            },
+            needs_you,
+            running,
+            supervisors,
+            supervisor_alive,
+        })
+    }
+
+    /// Does `t` wait for a person, and why?
+    pub fn needs_you(&self, t: &Task) -> Option<NeedsYou> {
+        let id = t.id();
+        let (need, commands) = match t.status() {
+            Status::Reviewing => (
+                Need::Review,
+                vec![
+                    format!("warden task approve {id}"),
+                    format!("warden task reject {id} --reason \"what to change\""),
+                ],
+            ),
+            Status::Clarification => (
+                Need::Question,
+                vec![
+                    format!("answer in {}", self.task_file_shown(id)),
+                    format!("warden task update {id} --status working"),
+                ],
+            ),
+            Status::Stuck => (Need::Stuck, vec![format!("warden task retry {id}")]),
+            Status::Working | Status::AgentReview if t.is_dead() && !t.respawn_requested() => {
+                (Need::Dead, vec![format!("warden task respawn {id}")])
+            }
+            _ => return None,
+        };
+        let (verdict, detail) = match need {
+            Need::Review => {
+                let text = self.task_md(id).unwrap_or_default();
+                let doc = artifact::parse(&text);
+                match doc.section("Review") {
+                    Some(s) => {
+                        let content = doc.content(s);
+                        (
+                            artifact::verdict(content).map(|v| v.as_str().to_owned()),
+                            findings(content),
+                        )
+                    }
+                    None => (None, None),
+                }
+            }
+            Need::Question => {
+                let text = self.task_md(id).unwrap_or_default();
+                let doc = artifact::parse(&text);
+                (
+                    None,
+                    doc.section("Questions")
+                        .and_then(|s| findings(doc.content(s))),
+                )
+            }
+            Need::Stuck | Need::Dead => (None, t.last_failure().map(|f| cut(f.trim()))),
+        };
+        Some(NeedsYou {
+            id: id.clone(),
+            title: t.spec.title.clone(),
+            status: t.status(),
+            need,
+            verdict,
+            detail,
+            commands,
+        })
+    }
+}
+
+/// Is any of these supervisors alive: here, its process; elsewhere, an unexpired lease
+/// it holds (only those are listed)?
+pub fn any_alive(supervisors: &[SupervisorView]) -> bool {
+    supervisors
+        .iter()
+        .any(|s| s.alive.unwrap_or(!s.tasks.is_empty()))
+}
+
+/// Is `t` being worked on, and how?
+fn running_of(t: &Task) -> Option<Running> {
+    let phase = warden_core::model::Phase::ALL
+        .iter()
+        .copied()
+        .find(|p| t.phases().get(*p) == PhaseStatus::Running);
+    let session = t.live_session().map(str::to_owned).filter(|_| !t.is_dead());
+    if phase.is_none() && session.is_none() {
+        return None;
+    }
+    let record = session
+        .as_deref()
+        .and_then(|s| t.sessions().iter().rev().find(|r| r.id == s));
+    Some(Running {
+        id: t.id().clone(),
+        title: t.spec.title.clone(),
+        status: t.status(),
+        phase,
+        role: record.map(|r| r.role),
+        since: record.and_then(|r| r.started_at).or(Some(t.entered_at())),
+        session,
+    })
+}
+
+/// The first lines of a section, without its verdict line's noise: what a person reads
+/// before deciding.
+fn findings(content: &str) -> Option<String> {
+    let text: Vec<&str> = content
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("<!--"))
+        .take(4)
+        .collect();
+    (!text.is_empty()).then(|| cut(&text.join(" · ")))
+}
+
+fn cut(s: &str) -> String {
+    if s.chars().count() <= DETAIL_CHARS {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(DETAIL_CHARS - 1).collect();
+    out.push('…');
+    out
+}
+
+impl App {
+    /// Every supervisor seen: announced on this machine, or holding an unexpired lease.
+    /// Cheap (a directory and the leases), for a dashboard header refreshed each second.
+    pub fn supervisors(&self) -> Result<Vec<SupervisorView>> {
+        supervisors(self)
+    }
+}
+
+fn supervisors(app: &App) -> Result<Vec<SupervisorView>> {
+    let here = crate::supervisor::this_host();
+    let mut by_owner: BTreeMap<String, SupervisorView> = BTreeMap::new();
+    for p in Presence::read_all(app.ws()) {
+        let Some((host, pid)) = owner_host_pid(&p.owner) else {
+            continue;
+        };
+        let alive = (host == here).then(|| crate::supervisor::pid_alive(pid));
+        if alive == Some(false) {
+            // Killed without a chance to withdraw: not a supervisor any more.
+            continue;
+        }
+        by_owner.insert(
+            p.owner.clone(),
+            SupervisorView {
+                owner: p.owner.clone(),
+                host: host.to_owned(),
+                pid,
+                alive,
+                started_at: Some(p.started_at),
+                tasks: Vec::new(),
+            },
+        );
+    }
+    let now = app.eng.now();
+    for l in app.eng.store.leases()? {
+        if l.expires_at <= now {
+            continue;
+        }
+        let Some((host, pid)) = owner_host_pid(&l.owner) else {
+            continue;
+        };
+        let alive = (host == here).then(|| crate::supervisor::pid_alive(pid));
+        if alive == Some(false) {
+            continue;
+        }
+        by_owner
+            .entry(l.owner.clone())
+            .or_insert_with(|| SupervisorView {
+                owner: l.owner.clone(),
+                host: host.to_owned(),
+                pid,
+                alive,
+                started_at: None,
+                tasks: Vec::new(),
+            })
+            .tasks
+            .push(l.task.clone());
+    }
+    Ok(by_owner.into_values().collect())
+}
+
+/// The host and pid of a lease owner (`host:pid:start`, or the older `host:pid`).
+pub(crate) fn owner_host_pid(owner: &str) -> Option<(&str, u32)> {
+    let parts: Vec<&str> = owner.split(':').collect();
+    match parts[..] {
+        [h, p] | [h, p, _] => Some((h, p.parse().ok()?)),
+        _ => None,
+    }
+}
+
+/// A supervisor's announcement of itself, `.warden/runners/<pid>.json`, removed when it
+/// ends (a killed one leaves it behind; its dead pid tells readers, and the next run
+/// removes it).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Presence {
+    owner: String,
+    started_at: Timestamp,
+    #[serde(skip)]
+    path: PathBuf,
+}
+
+impl Presence {
+    fn dir(ws: &Workspace) -> PathBuf {
+        ws.dir.join("runners")
+    }
+
+    /// Announces the supervisor `owner` (best effort: status is a view, not a lock).
+    pub(crate) fn announce(ws: &Workspace, owner: &str, now: Timestamp) -> Presence {
+        let dir = Presence::dir(ws);
+        // Announcements of runners of this host that are gone.
+        let here = crate::supervisor::this_host();
+        for p in Presence::read_all(ws) {
+            if let Some((h, pid)) = owner_host_pid(&p.owner)
+                && h == here
+                && !crate::supervisor::pid_alive(pid)
+            {
+                let _ = std::fs::remove_file(&p.path);
+            }
+        }
+        let path = dir.join(format!("{}.json", std::process::id()));
+        let p = Presence {
+            owner: owner.to_owned(),
+            started_at: now,
+            path,
+        };
+        if std::fs::create_dir_all(&dir).is_ok()
+            && let Ok(text) = serde_json::to_vec(&p)
+        {
+            let _ = warden_store::files::write_atomic(&p.path, &text);
+        }
+        p
+    }
+
+    fn read_all(ws: &Workspace) -> Vec<Presence> {
+        let Ok(entries) = std::fs::read_dir(Presence::dir(ws)) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            if let Some(mut p) = read_presence(&path) {
+                p.path = path;
+                out.push(p);
+            }
+        }
+        out
+    }
+}
+
+fn read_presence(path: &Path) -> Option<Presence> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > 4096 {
+        return None;
+    }
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+impl Drop for Presence {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

@@ -180,6 +180,26 @@ impl App {
                 }
             }
         }
+        // The columns kept beside each task, and the tally kept from them: the readers
+        // of many tasks (status, lists, STATE.md) trust both.
+        let heads = self.eng.store.all_heads()?;
+        for (t, h) in stored.iter().zip(&heads) {
+            if t.head() != *h {
+                problems.push(format!(
+                    "the head columns of task {} differ from the task; this is a Warden bug",
+                    t.id()
+                ));
+            }
+        }
+        if heads.len() != stored.len() {
+            problems.push("the head columns do not list every task; this is a Warden bug".into());
+        }
+        if self.eng.store.tally()? != self.eng.store.recount()? {
+            problems.push(
+                "the tally of children by status differs from the task rows; this is a Warden bug"
+                    .into(),
+            );
+        }
         // Memory: fold every merge with the configured caps.
         let caps = self.eng.memory_caps();
         let replayed = history::replay_memory(&events, &caps);

@@ -293,31 +293,13 @@ fn derive_groups(forest: &Forest, tasks: &[Task]) -> Vec<(Status, bool)> {
         if kids.is_empty() {
             continue;
         }
-        let (mut counted, mut all_done, mut all_pass, mut stuck, mut started) =
-            (0usize, true, true, false, false);
+        // The one rule every view derives a group with (see `head::ChildTally`).
+        let mut tally = crate::head::ChildTally::default();
         for &c in kids {
             let (status, passes) = out[c];
-            if status == Status::Cancelled {
-                continue;
-            }
-            counted += 1;
-            all_done &= status == Status::Done;
-            all_pass &= passes;
-            stuck |= status == Status::Stuck;
-            started |= status != Status::Pending;
+            tally.add(status, passes, 1);
         }
-        let status = if counted == 0 {
-            Status::Cancelled
-        } else if all_done {
-            Status::Done
-        } else if stuck {
-            Status::Stuck
-        } else if started {
-            Status::Working
-        } else {
-            Status::Pending
-        };
-        out[i] = (status, counted > 0 && all_pass);
+        out[i] = tally.derived();
     }
     out
 }

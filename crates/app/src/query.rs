@@ -127,8 +127,7 @@ impl App {
             }
             Err(e) => return Err(e.into()),
         };
-        let tasks = self.tasks()?;
-        let events = self.eng.store.events(None)?;
+        let (tasks, events) = self.eng.state_sources()?;
         let input = self.eng.state_input(&tasks, &events);
         let differences: Vec<Difference> = state_md::verify(&text, &input)
             .into_iter()

@@ -34,8 +34,8 @@ pub struct TaskHead {
 
 impl Task {
     /// Is the task at rest: pending, done or cancelled, with no session open or believed
-    /// alive, no phase running, and nothing asked of the supervisor (a respawn, a heal,
-    /// a worktree reset)? Everything a view shows of a task at rest is in its
+    /// alive (nor one shown dead), no phase running, and nothing asked of the supervisor
+    /// (a respawn, a heal, a worktree reset)? Everything a view shows of a task at rest is in its
     /// [`TaskHead`].
     pub fn at_rest(&self) -> bool {
         let r = &self.runner;
@@ -46,6 +46,7 @@ impl Task {
             && r.healing.is_none()
             && !r.clear_worktree
             && r.phases.iter().all(|(_, s)| s != PhaseStatus::Running)
+            && !r.dead
     }
 
     /// The head of this task.
@@ -140,6 +141,39 @@ impl ChildTally {
             Status::Pending
         };
         (status, self.counted > 0 && self.passing == self.counted)
+    }
+}
+
+/// The progress over leaves given as counts by stored `(status, passes)`: the same
+/// answer as [`crate::progress::Progress::of`] over those leaves (a test checks it).
+pub fn progress_of_counts(counts: &[(Status, bool, u64)]) -> crate::progress::Progress {
+    use crate::progress::{Progress, ProgressStatus};
+    let counted = |f: &dyn Fn(Status, bool) -> bool| -> u64 {
+        counts
+            .iter()
+            .filter(|(s, p, _)| *s != Status::Cancelled && f(*s, *p))
+            .map(|c| c.2)
+            .sum()
+    };
+    let total = counted(&|_, _| true);
+    let complete = counted(&|_, p| p);
+    let status = if total == 0 {
+        ProgressStatus::ReadyToPlan
+    } else if complete == total {
+        ProgressStatus::Complete
+    } else if counted(&|s, _| matches!(s, Status::Working | Status::Clarification)) > 0 {
+        ProgressStatus::InProgress
+    } else if counted(&|s, _| matches!(s, Status::AgentReview | Status::Reviewing)) > 0 {
+        ProgressStatus::Verifying
+    } else if counted(&|s, p| s == Status::Pending && !p) == total {
+        ProgressStatus::Planning
+    } else {
+        ProgressStatus::InProgress
+    };
+    Progress {
+        complete: complete as usize,
+        total: total as usize,
+        status,
     }
 }
 
@@ -268,6 +302,170 @@ mod tests {
                 }
             }
         });
+    }
+
+    /// Progress from counts is progress over the leaves.
+    #[test]
+    fn progress_of_counts_agrees_with_progress_of_leaves() {
+        let status = prop::sample::select(Status::ALL.to_vec());
+        proptest!(|(leaves in prop::collection::vec((status, any::<bool>()), 0..12))| {
+            let tasks: Vec<Task> = leaves
+                .iter()
+                .enumerate()
+                .map(|(i, (s, p))| task(i, None, *s, *p))
+                .collect();
+            let mut counts: std::collections::BTreeMap<(Status, bool), u64> = Default::default();
+            for (s, p) in &leaves {
+                *counts.entry((*s, *p)).or_default() += 1;
+            }
+            let counts: Vec<(Status, bool, u64)> =
+                counts.into_iter().map(|((s, p), n)| (s, p, n)).collect();
+            prop_assert_eq!(
+                progress_of_counts(&counts),
+                crate::progress::Progress::of(tasks.iter())
+            );
+        });
+    }
+
+    /// STATE.md rendered from heads of the tasks at rest and the events the stores
+    /// read for it (lifecycle events of done tasks, the newest activity) is the same as
+    /// from every task and every event, over histories made of real operations.
+    #[test]
+    fn state_md_from_heads_is_state_md_from_everything() {
+        use crate::artifact::{Artifacts, Evidence};
+        use crate::event::{Actor, Event};
+        use crate::model::{Role, WorkSpec};
+        use crate::ops::{self, Ctx, Initial, TransitionInput};
+        let mut ctx = Ctx::fixed(Actor::Person);
+        let mut tasks: std::collections::BTreeMap<TaskId, Task> = Default::default();
+        let mut log: Vec<Event> = Vec::new();
+        let mut apply = |ch: ops::Change,
+                         tasks: &mut std::collections::BTreeMap<TaskId, Task>,
+                         ctx: &mut Ctx<'static>| {
+            for mut e in ch.events {
+                e.seq = log.len() as u64 + 1;
+                log.push(e);
+            }
+            let t = ch.after.unwrap();
+            tasks.insert(t.id().clone(), t);
+            ctx.now += jiff::SignedDuration::from_secs(61);
+        };
+        let id = |s: &str| TaskId::new(s).unwrap();
+        for (name, parent, shell, deps) in [
+            ("p1", None, false, vec![]),
+            ("a", Some("p1"), true, vec![]),
+            ("b", Some("p1"), true, vec!["a"]),
+            ("c", Some("p1"), false, vec![]),
+            ("p2", None, false, vec![]),
+            ("d", Some("p2"), false, vec!["b", "solo"]),
+            ("e", Some("p2"), false, vec![]),
+            ("f", Some("p2"), true, vec![]),
+            ("solo", None, true, vec![]),
+        ] {
+            let wf = if shell {
+                WorkflowKind::Direct
+            } else {
+                WorkflowKind::Review
+            };
+            let mut spec = TaskSpec::new(id(name), wf, 3);
+            spec.parent = parent.map(id);
+            spec.depends_on = deps.into_iter().map(id).collect();
+            spec.title = format!("Title of {name}");
+            if shell {
+                spec.spec.work = Some(WorkSpec::Shell("true".into()));
+            }
+            apply(
+                ops::create(spec, Initial::NEW, &ctx).unwrap(),
+                &mut tasks,
+                &mut ctx,
+            );
+        }
+        let go = |tasks: &std::collections::BTreeMap<TaskId, Task>,
+                  name: &str,
+                  to: Status,
+                  ctx: &Ctx<'_>| {
+            let handoff = Artifacts {
+                handoff: Some(Evidence {
+                    section: "Handoff".into(),
+                    digest: "d".into(),
+                }),
+                ..Default::default()
+            };
+            let input = TransitionInput {
+                artifacts: handoff,
+                guard: Some(crate::ops::GuardOutcome::Pass),
+                ..Default::default()
+            };
+            ops::transition(&tasks[&id(name)], to, &input, ctx).unwrap()
+        };
+        // a: done; b, solo: working then done / stuck; c: working with a live session;
+        // e: cancelled; d: pending on b (blocked); f: pending.
+        for (name, to) in [
+            ("a", Status::Working),
+            ("a", Status::Done),
+            ("b", Status::Working),
+            ("b", Status::Done),
+            ("solo", Status::Working),
+            ("solo", Status::Stuck),
+            ("c", Status::Working),
+            ("e", Status::Cancelled),
+        ] {
+            let ch = go(&tasks, name, to, &ctx);
+            apply(ch, &mut tasks, &mut ctx);
+        }
+        let ch = ops::spawned(&tasks[&id("c")], "s1", Role::Worker, None, &ctx).unwrap();
+        apply(ch, &mut tasks, &mut ctx);
+        let all: Vec<Task> = tasks.values().cloned().collect();
+        assert!(all.iter().any(|t| t.at_rest()) && all.iter().any(|t| !t.at_rest()));
+        let full =
+            crate::state_md::render(&crate::history::state_input("p".into(), &all, &log, None));
+        let heads: Vec<Task> = all
+            .iter()
+            .map(|t| {
+                if t.at_rest() {
+                    Task::from_head(t.head())
+                } else {
+                    t.clone()
+                }
+            })
+            .collect();
+        let done: Vec<&TaskId> = all
+            .iter()
+            .filter(|t| t.status() == Status::Done)
+            .map(|t| t.id())
+            .collect();
+        let mut events: Vec<Event> = log
+            .iter()
+            .filter(|e| {
+                done.contains(&&e.task)
+                    && ["task.created", "status.changed", "auto.advanced"]
+                        .contains(&e.kind.type_name())
+            })
+            .cloned()
+            .collect();
+        let last = log
+            .iter()
+            .rev()
+            .find(|e| crate::history::is_activity(e))
+            .unwrap();
+        if !events.iter().any(|e| e.seq == last.seq) {
+            events.push(last.clone());
+            events.sort_by_key(|e| e.seq);
+        }
+        let cheap = crate::state_md::render(&crate::history::state_input(
+            "p".into(),
+            &heads,
+            &events,
+            None,
+        ));
+        assert_eq!(cheap, full);
+        for part in [
+            "Mean duration: 1m 01s",
+            "blocked by solo (stuck)",
+            "Failed: solo",
+        ] {
+            assert!(full.contains(part), "{part} in\n{full}");
+        }
     }
 
     /// A task at rest comes back from its head as views show it.

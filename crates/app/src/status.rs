@@ -147,6 +147,13 @@ pub struct StatusView {
 const DETAIL_CHARS: usize = 300;
 
 impl App {
+    /// The progress over the leaves (STATE.md's), from the store's tally: cheap enough
+    /// for a display redrawn at every step.
+    pub fn progress(&self) -> Result<warden_core::progress::Progress> {
+        let groups = self.groups()?;
+        Ok(warden_core::head::progress_of_counts(&groups.leaf_counts()))
+    }
+
     /// `warden status`. Counts come from the store's tally and only tasks that are not
     /// at rest are read, so it costs the same with 100,000 tasks as with ten.
     pub fn status(&self) -> Result<StatusView> {

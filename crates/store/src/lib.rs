@@ -85,6 +85,10 @@ pub trait Store {
     fn request(&self, key: &str) -> Result<Option<String>, StoreError>;
     /// The tasks with these ids that exist, sorted by id.
     fn get_many(&self, ids: &[TaskId]) -> Result<Vec<Task>, StoreError>;
+    /// Up to `limit` tasks with ids after `after` (all when `None`), sorted by id: every
+    /// task, a page at a time, for a reader that must look at each once but need not
+    /// hold them all.
+    fn page(&self, after: Option<&TaskId>, limit: usize) -> Result<Vec<Task>, StoreError>;
     /// The tasks stored in `status`, sorted by id (an index range, not a scan).
     fn with_status(&self, status: Status) -> Result<Vec<Task>, StoreError>;
     /// Every task that is not at rest ([`TaskHead::active`]), sorted by id: what the

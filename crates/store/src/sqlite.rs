@@ -729,6 +729,13 @@ impl Store for SqliteStore {
         )
     }
 
+    fn page(&self, after: Option<&TaskId>, limit: usize) -> Result<Vec<Task>, StoreError> {
+        self.read_tasks(
+            "SELECT id, body FROM tasks WHERE ?1 IS NULL OR id > ?1 ORDER BY id LIMIT ?2",
+            &[&after.map(|a| a.as_str()), &(limit as i64)],
+        )
+    }
+
     fn with_status(&self, status: Status) -> Result<Vec<Task>, StoreError> {
         self.read_tasks(
             "SELECT id, body FROM tasks WHERE status = ?1 ORDER BY id",

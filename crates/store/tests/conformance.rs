@@ -559,6 +559,16 @@ fn heads_tally_and_targeted_reads(open: Open) {
         .map(|t| t.id().to_string())
         .collect();
     assert_eq!(got, ["b", "c"]);
+    // Every task a page at a time.
+    let mut paged = Vec::new();
+    let mut after: Option<TaskId> = None;
+    loop {
+        let page = s.page(after.as_ref(), 4).unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.id().clone());
+        paged.extend(page);
+    }
+    assert_eq!(paged, s.list().unwrap());
     // A status change, a move to another parent, a removal.
     s.commit(batch(vec![to_working(&*s, "d"), to_working(&*s, "c")]))
         .unwrap();

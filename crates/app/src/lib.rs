@@ -8,7 +8,9 @@
 //! `Engine::write_batch` for many), which hold the per-task locks and retry conflicts;
 //! rules come from `warden-core`; processes (checks, git, sessions) from `warden-runner`.
 
+pub mod agent;
 pub mod gsd_read;
+pub mod hooks;
 pub mod input;
 pub mod memory;
 mod nearby;

@@ -199,7 +199,57 @@ impl App {
                     .into(),
             );
         }
-        // Memory: fold every merge with the configured caps.
+        // The columns stored beside each body, which queries use, must say what the body
+        // says; and each event's type column its kind.
+        for row in self.eng.store.task_columns()? {
+            match serde_json::from_str::<warden_core::model::Task>(&row.body) {
+                Err(e) => problems.push(format!("task row {} does not decode: {e}", row.id)),
+                Ok(t) => {
+                    if t.id().as_str() != row.id {
+                        problems.push(format!(
+                            "task row {} holds the body of task {}",
+                            row.id,
+                            t.id()
+                        ));
+                    }
+                    if t.status().as_str() != row.status {
+                        problems.push(format!(
+                            "task {}: the status column says {}, its body {}",
+                            row.id,
+                            row.status,
+                            t.status()
+                        ));
+                    }
+                    if i64::try_from(t.version()).ok() != Some(row.version) {
+                        problems.push(format!(
+                            "task {}: the version column says {}, its body {}",
+                            row.id,
+                            row.version,
+                            t.version()
+                        ));
+                    }
+                }
+            }
+        }
+        let kinds: std::collections::HashMap<u64, &'static str> =
+            events.iter().map(|e| (e.seq, e.kind.type_name())).collect();
+        for (seq, ty) in self.eng.store.event_types()? {
+            if kinds.get(&seq).is_some_and(|k| *k != ty) {
+                problems.push(format!(
+                    "event {seq}: the type column says {ty}, its body {}",
+                    kinds[&seq]
+                ));
+            }
+        }
+        for l in self.eng.store.leases()? {
+            if stored.binary_search_by(|t| t.id().cmp(&l.task)).is_err() {
+                problems.push(format!(
+                    "a lease held by {} names task {}, which does not exist",
+                    l.owner, l.task
+                ));
+            }
+        }
+        // Memory: fold every merge with the caps it was made under.
         let caps = self.eng.memory_caps();
         let replayed = history::replay_memory(&events, &caps);
         let stored_mem = self.eng.store.all_memory()?;

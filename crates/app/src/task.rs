@@ -6,7 +6,7 @@
 use warden_core::event::{Disposition, EventKind, SpecChange};
 use warden_core::exit::{ExitAction, ExitReport};
 use warden_core::failure::Failure;
-use warden_core::model::{Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind};
+use warden_core::model::{AgentPreset, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind};
 use warden_core::ops::{self, Change, Initial, Outcome, TransitionInput};
 use warden_core::retry::RetryRequest;
 use warden_runner::pipeline;
@@ -42,6 +42,8 @@ pub struct CreateTask {
     pub workflow: Option<WorkflowKind>,
     /// Sort key among siblings (default 0).
     pub order: Option<i64>,
+    /// The agent preset of its sessions (default: the configured one).
+    pub preset: Option<AgentPreset>,
 }
 
 /// A requested status change.
@@ -239,7 +241,7 @@ pub fn default_workflow(work: Option<&WorkSpec>) -> WorkflowKind {
 impl App {
     /// `task create`: a new pending task with its TASK.md.
     pub fn create(&self, req: CreateTask) -> Result<TaskView> {
-        let id = crate::task_id(&req.id)?;
+        let id = TaskId::new_task(&req.id)?;
         let workflow = req
             .workflow
             .unwrap_or_else(|| default_workflow(req.work.as_ref()));
@@ -262,6 +264,7 @@ impl App {
         spec.spec.work = req.work;
         spec.spec.prechecks = req.prechecks;
         spec.spec.postchecks = req.postchecks;
+        spec.preset = req.preset;
         let parent = req.parent.as_deref().map(crate::task_id).transpose()?;
         let mut deps: Vec<TaskId> = Vec::new();
         for d in &req.depends_on {

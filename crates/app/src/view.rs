@@ -60,6 +60,9 @@ pub struct TaskView {
     /// What made the task when a tool did (`plan sync`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<warden_core::model::Origin>,
+    /// The agent preset of its sessions when the task names its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<warden_core::model::AgentPreset>,
     /// The git branch.
     pub branch: String,
     /// The session believed alive.
@@ -143,6 +146,7 @@ impl TaskView {
             spec: t.spec.spec.clone(),
             evidence: t.spec.evidence.clone(),
             origin: t.spec.origin.as_deref().cloned(),
+            preset: t.spec.preset,
             branch: t.branch(),
             session: t.live_session().map(str::to_owned),
             dead: t.is_dead(),

@@ -59,8 +59,25 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
     if a.max_parallel == 0 {
         return Err(Failure::usage("--max-parallel must be at least 1"));
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::internal(format!("cannot find the warden binary: {e}")))?;
+    let exe = crate::cmd_agent::warden_exe()?;
+    // Launch checks: a missing agent program (or tmux) stops the run before any session
+    // starts, naming the program and its preset (a bad placeholder never got this far:
+    // the configuration is refused when it is read).
+    let mut problems = warden_app::agent::launch_problems(&app.eng, &exe)?;
+    if mode == Mode::Tmux
+        && let Err(e) =
+            warden_app::agent::resolve_program("tmux", &warden_app::agent::session_path(&exe))
+    {
+        problems.push(format!(
+            "the session mode is tmux but tmux cannot be run ({e}); install tmux or use --session process"
+        ));
+    }
+    if let Some(first) = problems.first() {
+        let more: String = problems[1..].iter().map(|p| format!("{p}\n")).collect();
+        return Err(Failure::usage(first.clone()).with_detail(format!(
+            "{more}nothing was started; `warden doctor` lists everything it checks"
+        )));
+    }
     let opts = Options {
         max_parallel: a.max_parallel,
         until_idle: a.until_idle,

@@ -71,6 +71,9 @@ pub enum TaskCmd {
         /// The session that ended (stale and repeated reports change nothing).
         #[arg(long)]
         session: Option<String>,
+        /// Why it ended, as the reporter knows it (e.g. a harness's session-end reason).
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
     },
     /// Run a stuck task again, optionally with new work or checks.
     #[command(
@@ -176,6 +179,10 @@ pub struct CreateArgs {
     /// Read the body (instructions, context) from this file.
     #[arg(long, value_name = "FILE")]
     body_file: Option<std::path::PathBuf>,
+    /// The agent that works on it: claude, codex, aider or custom (default: [agent]
+    /// preset in warden.toml).
+    #[arg(long, value_name = "PRESET")]
+    preset: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -246,7 +253,17 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
             id,
             exit_code,
             session,
-        } => exited(g, &app, &id_or_env(id)?, ExitReport { session, exit_code }),
+            reason,
+        } => exited(
+            g,
+            &app,
+            &id_or_env(id)?,
+            ExitReport {
+                session,
+                exit_code,
+                reason,
+            },
+        ),
         TaskCmd::Retry(a) => retry(g, &app, a),
         TaskCmd::Approve { id } => {
             let id = warden_app::task_id(&id)?;
@@ -334,6 +351,11 @@ fn create(g: &Global, app: &App, a: CreateArgs) -> Result<()> {
         max_attempts: a.max_attempts,
         workflow,
         order: Some(a.order),
+        preset: a
+            .preset
+            .as_deref()
+            .map(|p| p.parse().map_err(Failure::usage))
+            .transpose()?,
     };
     let task = app.create(req)?;
     if g.json {

@@ -191,10 +191,16 @@ fn script(d: &Demo, session: &str) -> Result<(), Failure> {
         .to_string()
         .replace('\\', "\\\\")
         .replace('"', "\\\"");
-    let text = text.replace(
-        "command = [\"claude\", \"-p\", \"{prompt}\"]",
-        &format!("command = [\"{exe}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]"),
-    );
+    let text = text
+        .lines()
+        .map(|l| match l.starts_with("preset = ") {
+            true => format!(
+                "preset = \"custom\"\ncommand = [\"{exe}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]"
+            ),
+            false => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     std::fs::write(&cfg, text).map_err(|e| Failure::internal(e.to_string()))?;
     out::line(
         "  (agent.command set to the simulated agent: `warden agent-sim --prompt {prompt_file}`)",

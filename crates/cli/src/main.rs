@@ -1,6 +1,7 @@
 //! The `warden` binary: command-line parsing, dispatch, and the mapping of every error
 //! kind onto the documented exit codes (DESIGN.md section 4).
 
+mod cmd_agent;
 mod cmd_memory;
 mod cmd_plan;
 mod cmd_run;
@@ -106,6 +107,15 @@ enum Command {
         after_help = "Examples:\n  claude mcp add warden -- warden mcp\n  warden mcp --role agent --task api   # only task api, only its role's transitions"
     )]
     Mcp(McpArgs),
+    /// Check what `warden run` needs before it starts anything: the agent programs, the
+    /// session mode, the environment sessions get.
+    Doctor(cmd_agent::DoctorArgs),
+    /// Agent harness hooks for sessions you start yourself.
+    #[command(subcommand)]
+    Hooks(cmd_agent::HooksCmd),
+    /// Answers an agent harness's hook (Claude Code, Codex): JSON on stdin.
+    #[command(hide = true)]
+    Hook(cmd_agent::HookArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  warden completions bash > ~/.local/share/bash-completion/completions/warden\n  warden completions zsh > ~/.zfunc/_warden      # with fpath+=(~/.zfunc) in ~/.zshrc\n  warden completions fish > ~/.config/fish/completions/warden.fish"
@@ -145,6 +155,13 @@ struct McpArgs {
 }
 
 fn main() -> ExitCode {
+    // A file-size limit (`ulimit -f`) kills a writer with SIGXFSZ, silently and possibly
+    // mid-write. With a handler installed the write fails with EFBIG instead: the
+    // transaction rolls back and the error is reported like any other storage failure.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let cli = Cli::parse();
     let json = cli.json;
     let code = match run(cli) {
@@ -184,6 +201,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let (role, task) = warden_mcp::resolve(a.role, a.task.as_deref())?;
             warden_mcp::run(g.workspace()?, role, task)
         }
+        Command::Doctor(a) => cmd_agent::doctor(&g, a),
+        Command::Hooks(c) => cmd_agent::hooks_cmd(&g, c),
+        Command::Hook(a) => cmd_agent::hook(&g, a),
         Command::AgentSim(a) => cmd_sim::run(a),
         Command::SessionRun { spec } => cmd_run::session_run(&spec),
     }

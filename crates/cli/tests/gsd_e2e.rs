@@ -61,13 +61,7 @@ impl Project {
         git(&p.root, &["commit", "-q", "-m", "plan the project"]);
         p.ok(&["init"]);
         let cfg = p.root.join(".warden/warden.toml");
-        let text = std::fs::read_to_string(&cfg).unwrap().replace(
-            "command = [\"claude\", \"-p\", \"{prompt}\"]",
-            &format!(
-                "command = [\"{}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]",
-                bin().display()
-            ),
-        );
+        let text = crate::run_e2e::sim_agent(&std::fs::read_to_string(&cfg).unwrap());
         std::fs::write(&cfg, text).unwrap();
         p
     }
@@ -296,6 +290,18 @@ fn watch_picks_up_a_plan_added_while_a_run_goes_on() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // A failed assertion below must not leave the watch running for ever.
+    struct KillOnPanic(u32);
+    impl Drop for KillOnPanic {
+        fn drop(&mut self) {
+            if std::thread::panicking()
+                && let Some(pid) = rustix::process::Pid::from_raw(self.0 as i32)
+            {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+    let _guard = KillOnPanic(watch.id());
     let wait_for = |what: &str, ok: &dyn Fn() -> bool| {
         let deadline = Instant::now() + Duration::from_secs(60);
         while !ok() {

@@ -80,13 +80,7 @@ impl Project {
         };
         p.ok(&["init"]);
         let cfg = p.root.join(".warden/warden.toml");
-        let text = std::fs::read_to_string(&cfg).unwrap().replace(
-            "command = [\"claude\", \"-p\", \"{prompt}\"]",
-            &format!(
-                "command = [\"{}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]",
-                bin().display()
-            ),
-        );
+        let text = sim_agent(&std::fs::read_to_string(&cfg).unwrap());
         let text = text.replace("session = \"process\"", &format!("session = \"{session}\""));
         std::fs::write(&cfg, text).unwrap();
         p
@@ -142,7 +136,44 @@ impl Project {
     /// Runs the supervisor until idle; returns its exit code, which is one of the
     /// documented ones (0 all done, 6 waiting for a person, 7 stuck, dead or blocked).
     pub(crate) fn until_idle(&self) -> i32 {
-        let o = self.run(&["run", "--until-idle", "--max-parallel", "4"]);
+        // A run that never goes idle fails the test after a generous deadline instead of
+        // hanging it (and CI with it).
+        let mut child = self
+            .cmd(&["run", "--until-idle", "--max-parallel", "4"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let read = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                let _ = r.read_to_end(&mut v);
+                v
+            })
+        };
+        let (out, err) = (read(Box::new(out)), read(Box::new(err)));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "warden run --until-idle did not go idle within 300 s:\n{}",
+                    String::from_utf8_lossy(&out.join().unwrap())
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let o = Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        };
         let code = o.status.code().unwrap_or(-1);
         assert!(
             [0, 6, 7].contains(&code),
@@ -510,12 +541,16 @@ fn sessions_carry_no_store_secrets() {
                 }
             })
             .collect::<Vec<_>>()
-            .join("\n");
+            .join("\n")
+            // An agent's key passes only when listed; the basics always do.
+            .replace("pass_env = []", "pass_env = [\"MY_AGENT_KEY\"]");
         std::fs::write(&cfg, text).unwrap();
         let db = p.root.join(".warden/warden.db");
         p.env = vec![
             ("WARDEN_STORE_URL", format!("sqlite:{}", db.display())),
             ("PGPASSWORD", "hunter2-secret".into()),
+            ("MY_AGENT_KEY", "listed-key".into()),
+            ("ANTHROPIC_API_KEY", "unlisted-key".into()),
         ];
         p.import(r#"{"tasks": [{"id": "a", "agent": "do it (sim:good)"}]}"#);
         p.run_to_end();
@@ -533,6 +568,12 @@ fn sessions_carry_no_store_secrets() {
             assert!(!env.contains("hunter2"), "{session}: {env}");
             assert!(!env.contains("WARDEN_STORE_URL="), "{session}: {env}");
             assert!(env.contains("WARDEN_CREDENTIALS="), "{session}: {env}");
+            assert!(
+                env.contains("MY_AGENT_KEY=listed-key\n"),
+                "{session}: {env}"
+            );
+            assert!(!env.contains("unlisted-key"), "{session}: {env}");
+            assert!(env.contains("\nHOME="), "{session}: {env}");
         }
         let creds = dir.join("credentials");
         let mode = std::fs::metadata(&creds).unwrap().permissions().mode();
@@ -548,6 +589,10 @@ fn sessions_carry_no_store_secrets() {
                 .unwrap();
             let global = String::from_utf8_lossy(&out.stdout);
             assert!(!global.contains("hunter2"), "tmux global env: {global}");
+            assert!(
+                !global.contains("unlisted-key"),
+                "tmux global env: {global}"
+            );
         }
         // Without secrets in the environment, the next run removes the file.
         p.env = vec![("WARDEN_STORE_URL", String::new())];
@@ -611,4 +656,25 @@ fn abandoned_leases_are_released() {
         vec![("c".to_owned(), live)],
         "only the live runner's lease stays"
     );
+}
+
+/// warden.toml with the custom preset running the simulated agent.
+pub fn sim_agent(config: &str) -> String {
+    let command = format!(
+        "preset = \"custom\"\ncommand = [\"{}\", \"agent-sim\", \"--prompt\", \"{{prompt_file}}\"]",
+        bin().display()
+    );
+    let text = config
+        .lines()
+        .map(|l| {
+            if l.starts_with("preset = ") {
+                command.clone()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("agent-sim"), "no preset line in {config}");
+    text + "\n"
 }

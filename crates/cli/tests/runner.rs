@@ -2,6 +2,7 @@
 //! one per file, and one place that lists them. Each module drives the real `warden`
 //! binary against real SQLite, git, tmux and PostgreSQL.
 
+mod agent_presets;
 mod cli_memory_state;
 mod cli_plan;
 mod cli_task;
@@ -12,6 +13,7 @@ mod dashboard;
 mod front_ends;
 mod gsd_e2e;
 mod gsd_sync;
+mod hostile;
 mod mcp;
 mod person;
 mod pg_runners;

@@ -540,3 +540,22 @@ fn recovery_state_is_reliable() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// Work that cannot even start (here its sessions folder is a file) is a failed attempt
+/// each time: the run ends with the task stuck after its attempts, instead of starting
+/// it again and again for ever.
+#[test]
+fn work_that_cannot_start_spends_attempts_and_ends_stuck() {
+    let p = Project::new("process");
+    p.limits(&[("retry_backoff_s", "0")]);
+    p.import(r#"{"tasks": [{"id": "s", "work": "echo hi", "max_attempts": 2}]}"#);
+    std::fs::write(p.root.join(".warden/tasks/s/sessions"), "").unwrap();
+    assert_eq!(p.until_idle(), 7, "stuck");
+    let t = p.task("s");
+    assert_eq!(t["status"], "stuck", "{t}");
+    assert_eq!(t["attempts"], 2, "{t}");
+    let ev = p.events("s");
+    let failed = ev.iter().filter(|e| e["type"] == "session.failed").count();
+    assert_eq!(failed, 2, "{:?}", kinds(&ev));
+    p.check();
+}

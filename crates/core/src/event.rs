@@ -174,6 +174,14 @@ pub enum EventKind {
         /// The operating system's error.
         error: String,
     },
+    /// `agent.conversation`: the harness of a session Warden started named its own
+    /// conversation (its session-start hook): a later session of the same role resumes it.
+    AgentConversation {
+        /// Warden's session.
+        session: String,
+        /// The harness's conversation id (Claude Code's session id, Codex's thread id).
+        conversation: String,
+    },
     /// `worktree.reset`: the worktree was reset to its base for a retry with
     /// `--clear-worktree`.
     WorktreeReset,
@@ -200,6 +208,9 @@ pub enum EventKind {
         /// Warden had asked it to stop (`session.stopped`) before it ended.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         stopped: bool,
+        /// Why it ended, when the reporter says (a harness's session-end hook).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// `guard.ran`: postchecks ran at a gated transition.
     GuardRan {
@@ -259,6 +270,10 @@ pub enum EventKind {
     MemoryMerged {
         /// The delta as given (caps applied at merge).
         delta: MemoryDelta,
+        /// The caps in force when it was merged (absent in events of earlier versions,
+        /// which replay with the configured caps).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        caps: Option<crate::memory::MemoryCaps>,
     },
     /// `plan.applied`: tree reconcile set the runner-owned tree fields.
     PlanApplied {
@@ -281,6 +296,7 @@ impl EventKind {
             EventKind::AgentSpawned { .. } => "agent.spawned",
             EventKind::SessionStopped { .. } => "session.stopped",
             EventKind::SessionFailed { .. } => "session.failed",
+            EventKind::AgentConversation { .. } => "agent.conversation",
             EventKind::WorktreeReset => "worktree.reset",
             EventKind::AgentCrashed { .. } => "agent.crashed",
             EventKind::SessionExited { .. } => "session.exited",
@@ -351,6 +367,7 @@ impl EventKind {
                 disposition,
                 role,
                 stopped,
+                reason,
             } => {
                 let who = match role {
                     Some(r) => format!("{r} {}", session.as_deref().unwrap_or("(unnamed)")),
@@ -359,9 +376,12 @@ impl EventKind {
                         None => "the session".to_owned(),
                     },
                 };
-                let code = exit_code
-                    .map(|c| format!(" (exit {c})"))
-                    .unwrap_or_default();
+                let code = match (exit_code, reason) {
+                    (Some(c), Some(r)) => format!(" (exit {c}, {r})"),
+                    (Some(c), None) => format!(" (exit {c})"),
+                    (None, Some(r)) => format!(" ({r})"),
+                    (None, None) => String::new(),
+                };
                 Some(match (disposition, role) {
                     (Disposition::Stale | Disposition::Current, _) if *stopped => {
                         format!("{who} stopped as asked{code}")
@@ -381,6 +401,10 @@ impl EventKind {
                     }
                 })
             }
+            EventKind::AgentConversation {
+                session,
+                conversation,
+            } => Some(format!("session {session} is conversation {conversation}")),
             EventKind::RetryRequested {
                 resume_from_phase, ..
             } => Some(format!("resume from {resume_from_phase}")),
@@ -487,6 +511,7 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
                 ended: false,
                 stop: None,
                 heal: *heal,
+                conversation: None,
             });
             r.live_session = Some(session.clone());
             r.dead = false;
@@ -512,6 +537,14 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             }
             r.dead = !r.status.is_terminal();
             r.last_failure = Some(format!("the session could not start: {error}"));
+        }
+        EventKind::AgentConversation {
+            session,
+            conversation,
+        } => {
+            if let Some(rec) = r.sessions.iter_mut().rev().find(|x| &x.id == session) {
+                rec.conversation = Some(conversation.clone());
+            }
         }
         EventKind::WorktreeReset => r.clear_worktree = false,
         EventKind::AgentCrashed {

@@ -14,6 +14,8 @@ pub struct ExitReport {
     pub session: Option<String>,
     /// Its exit code, if known.
     pub exit_code: Option<i32>,
+    /// Why it ended, if the reporter says (a harness's session-end hook).
+    pub reason: Option<String>,
 }
 
 /// What the end of a session leads to.
@@ -242,6 +244,7 @@ mod tests {
             ended,
             stop: None,
             heal: None,
+            conversation: None,
         }
     }
 
@@ -263,6 +266,7 @@ mod tests {
         let report = ExitReport {
             session: Some("cur".into()),
             exit_code: Some(0),
+            reason: None,
         };
         let d = decide(&t, &a, &report, &Limits::default());
         assert_eq!(d.disposition, Disposition::Current);
@@ -389,6 +393,7 @@ mod tests {
             let r = ExitReport {
                 session: session.map(str::to_owned),
                 exit_code: None,
+                reason: None,
             };
             assert_eq!(disposition(&t, &r), expected, "{session:?}");
         };
@@ -405,6 +410,7 @@ mod tests {
         let r = ExitReport {
             session: Some("old".into()),
             exit_code: Some(1),
+            reason: None,
         };
         let d = decide(&t, &art(false, None), &r, &Limits::default());
         assert_eq!(d.action, ExitAction::Nothing);
@@ -418,6 +424,7 @@ mod tests {
             let r = ExitReport {
                 session: None,
                 exit_code: code,
+                reason: None,
             };
             assert_eq!(
                 decide(&t, &art(false, None), &r, &Limits::default()).action,

@@ -111,9 +111,14 @@ pub fn replay_memory(events: &[Event], caps: &MemoryCaps) -> BTreeMap<TaskId, Me
     let mut out: BTreeMap<TaskId, Memory> = BTreeMap::new();
     for e in events {
         match &e.kind {
-            EventKind::MemoryMerged { delta } => {
+            EventKind::MemoryMerged { delta, caps: then } => {
+                // Each merge with the caps it was made under: a later change of the caps
+                // does not rewrite what was stored.
                 let cur = out.remove(&e.task).unwrap_or_default();
-                out.insert(e.task.clone(), memory::merge_into(cur, delta, caps));
+                out.insert(
+                    e.task.clone(),
+                    memory::merge_into(cur, delta, then.as_ref().unwrap_or(caps)),
+                );
             }
             EventKind::TaskRemoved => {
                 out.remove(&e.task);

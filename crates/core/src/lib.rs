@@ -10,6 +10,7 @@ pub mod graph;
 pub mod gsd;
 pub mod head;
 pub mod history;
+pub mod hook;
 pub mod memory;
 pub mod model;
 pub mod ops;

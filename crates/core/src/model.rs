@@ -30,6 +30,14 @@ pub enum IdError {
         "task id {0:?} is invalid; use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit"
     )]
     BadChar(String),
+    /// The id cannot be part of a git branch name (`warden/<id>`).
+    #[error("task id {id:?} cannot name a git branch ({why}); choose another id")]
+    NotABranch {
+        /// The id.
+        id: String,
+        /// What git refuses.
+        why: &'static str,
+    },
 }
 
 impl TaskId {
@@ -51,6 +59,30 @@ impl TaskId {
             return Err(IdError::BadChar(truncate_for_message(s)));
         }
         Ok(TaskId(s.to_owned()))
+    }
+
+    /// Validates an id for a new task: [`TaskId::new`]'s rules, and it must also be a
+    /// valid git ref component, since its branch is `warden/<id>`. (Reading keeps
+    /// accepting ids stored before this rule, so an old store still opens.)
+    pub fn new_task(s: &str) -> Result<TaskId, IdError> {
+        let id = TaskId::new(s)?;
+        match id.branch_problem() {
+            Some(why) => Err(IdError::NotABranch { id: id.0, why }),
+            None => Ok(id),
+        }
+    }
+
+    /// Why git would refuse `warden/<id>` as a branch name, if it would.
+    pub fn branch_problem(&self) -> Option<&'static str> {
+        if self.0.contains("..") {
+            Some("it contains \"..\"")
+        } else if self.0.ends_with(".lock") {
+            Some("it ends with \".lock\"")
+        } else if self.0.ends_with('.') {
+            Some("it ends with \".\"")
+        } else {
+            None
+        }
     }
 
     /// The id as a string slice.
@@ -180,6 +212,21 @@ named_enum!(
 );
 
 named_enum!(
+    /// How an agent harness is started, given its prompt, named, resumed and hooked
+    /// (`[agent] preset` in warden.toml, or a task's own `preset`).
+    AgentPreset, "agent preset" {
+        /// Claude Code (`claude -p`).
+        Claude = "claude",
+        /// Codex (`codex exec`).
+        Codex = "codex",
+        /// aider (`aider --message-file`).
+        Aider = "aider",
+        /// The argv template of `[agent] command`.
+        Custom = "custom",
+    }
+);
+
+named_enum!(
     /// One step of the phase pipeline (seed 004), in execution order.
     Phase, "phase" {
         /// Merge the branches of done dependencies into the worktree.
@@ -290,6 +337,9 @@ pub struct TaskSpec {
     /// writing its output over the file's own nodes (see `tree::ReconciledNode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Box<Origin>>,
+    /// The agent preset this task's sessions use instead of the configured default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<AgentPreset>,
 }
 
 /// The tool that made a task and what the task stands for in that tool's files.
@@ -333,6 +383,7 @@ impl TaskSpec {
             max_attempts,
             evidence: None,
             origin: None,
+            preset: None,
         }
     }
 
@@ -434,6 +485,11 @@ pub struct SessionRecord {
     /// a crash, and the phase runs again after it.
     #[serde(default)]
     pub heal: Option<Phase>,
+    /// The agent harness's own conversation id (Claude Code's session id, Codex's thread
+    /// id), as its session-start hook reported it: a later session of the same role
+    /// resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
 }
 
 /// How many ids of sessions Warden did not start are remembered as reported.
@@ -647,6 +703,16 @@ impl Task {
     /// Sessions whose end has not been reported: believed to be running.
     pub fn open_sessions(&self) -> impl Iterator<Item = &SessionRecord> {
         self.runner.sessions.iter().filter(|s| !s.ended)
+    }
+    /// The conversation of the last session in `role` whose harness reported one: what a
+    /// new session of that role resumes.
+    pub fn last_conversation(&self, role: Role) -> Option<&str> {
+        self.runner
+            .sessions
+            .iter()
+            .rev()
+            .filter(|s| s.role == role)
+            .find_map(|s| s.conversation.as_deref())
     }
     /// Has the current status entry had a work session (heal sessions aside)?
     pub fn had_session(&self) -> bool {

@@ -321,6 +321,13 @@ impl Initial {
 
 /// `task create` / import: a new task. A task imported with `passes: true` starts done.
 pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
+    // New ids must name a branch (`warden/<id>`); ids stored before this rule still load.
+    if let Some(why) = spec.id.branch_problem() {
+        return Err(Refusal::InvalidSpec(format!(
+            "task id {:?} cannot name a git branch ({why}); choose another id",
+            spec.id.as_str()
+        )));
+    }
     validate_spec(&spec)?;
     let status = if initial.passes {
         Status::Done
@@ -343,8 +350,56 @@ pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change,
     )
 }
 
+/// The longest body a task may have, in bytes: TASK.md (read up to
+/// [`crate::artifact::MAX_TASK_FILE_BYTES`]) holds it, the frontmatter and the agents'
+/// sections, so what Warden writes it can always read back.
+pub const MAX_BODY_BYTES: usize = 512 * 1024;
+/// The longest title, agent instructions and check command, in bytes.
+pub const MAX_TITLE_BYTES: usize = 1024;
+/// See [`MAX_TITLE_BYTES`].
+pub const MAX_INSTRUCTIONS_BYTES: usize = 128 * 1024;
+/// See [`MAX_TITLE_BYTES`].
+pub const MAX_COMMAND_BYTES: usize = 32 * 1024;
+
+/// The free texts of a spec with their limits, for [`validate_spec`].
+fn spec_texts(spec: &TaskSpec) -> Vec<(&'static str, &str, usize)> {
+    use crate::model::WorkSpec;
+    let mut out = vec![
+        ("title", spec.title.as_str(), MAX_TITLE_BYTES),
+        ("body", spec.body.as_str(), MAX_BODY_BYTES),
+    ];
+    for (name, w) in [
+        ("work", &spec.spec.work),
+        ("prechecks", &spec.spec.prechecks),
+        ("postchecks", &spec.spec.postchecks),
+    ] {
+        match w {
+            Some(WorkSpec::Agent(text)) => {
+                out.push(("agent instructions", text, MAX_INSTRUCTIONS_BYTES))
+            }
+            Some(WorkSpec::Shell(cmd)) => out.push((name, cmd, MAX_COMMAND_BYTES)),
+            Some(WorkSpec::Process(argv)) => {
+                out.extend(argv.iter().map(|a| (name, a.as_str(), MAX_COMMAND_BYTES)))
+            }
+            None => {}
+        }
+    }
+    out
+}
+
 /// Checks the user-owned fields of a spec.
 pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
+    for (what, text, max) in spec_texts(spec) {
+        if text.len() > max {
+            return Err(Refusal::InvalidSpec(format!(
+                "task {}: the {what} is {} bytes, over the {} KiB limit; shorten it (TASK.md holds it and is read up to {} KiB, with room left for the agents' sections)",
+                spec.id,
+                text.len(),
+                max / 1024,
+                crate::artifact::MAX_TASK_FILE_BYTES / 1024
+            )));
+        }
+    }
     if let Some(e) = &spec.evidence
         && !crate::model::is_inside_path(e)
     {
@@ -669,6 +724,7 @@ pub fn exited(
         session: report.session.clone(),
         exit_code: report.exit_code,
         disposition: decision.disposition,
+        reason: report.reason.clone(),
         role: record.map(|r| r.role),
         stopped: record.is_some_and(|r| r.stop.is_some()),
     }];
@@ -982,6 +1038,30 @@ pub fn auto_heal(task: &Task, phase: Phase, ctx: &Ctx<'_>) -> Result<Option<Chan
 /// Records events that change no runner field (tamper notes, memory merges).
 pub fn record(task: &Task, kinds: Vec<EventKind>, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
     Change::build(Some(task), task.id(), kinds, ctx, Outcome::Applied)
+}
+
+/// The harness of Warden's session `session` named its conversation: recorded once, so
+/// the next session of that role resumes it. `None` (nothing to write) when the session
+/// is not one of Warden's or already has this conversation.
+pub fn conversation(
+    task: &Task,
+    session: &str,
+    conversation: &str,
+    ctx: &Ctx<'_>,
+) -> Result<Option<Change>, Refusal> {
+    let known = task.sessions().iter().find(|s| s.id == session);
+    match known {
+        Some(s) if s.conversation.as_deref() != Some(conversation) => record(
+            task,
+            vec![EventKind::AgentConversation {
+                session: session.to_owned(),
+                conversation: conversation.to_owned(),
+            }],
+            ctx,
+        )
+        .map(Some),
+        _ => Ok(None),
+    }
 }
 
 #[cfg(test)]

@@ -416,6 +416,7 @@ fn stale_and_duplicate_exit_reports() {
     let report = ExitReport {
         session: Some("w1".into()),
         exit_code: Some(0),
+        reason: None,
     };
     let ch = exited(&t, &report, &input(art(true, None), None), &ctx()).unwrap();
     let after = ch.after.clone().unwrap();
@@ -427,6 +428,7 @@ fn stale_and_duplicate_exit_reports() {
     let report = ExitReport {
         session: Some("r1".into()),
         exit_code: Some(0),
+        reason: None,
     };
     let ch = exited(
         &after,
@@ -591,6 +593,7 @@ fn run(t: &Task, op: &Op) -> Result<Change, Refusal> {
             let report = ExitReport {
                 session: s.map(|n| format!("s{n}")),
                 exit_code: Some(0),
+                reason: None,
             };
             exited(
                 t,

@@ -418,6 +418,11 @@ fn working(v: &View<'_>, limits: &Limits) -> Action {
             },
         };
     }
+    // Direct agent work whose session died (or could not start) waits for a person's
+    // respawn, as a review worker does.
+    if t.is_dead() && t.work_is_agent() && !t.respawn_requested() {
+        return Action::Idle;
+    }
     if let Some(at) = retry_at(t, limits)
         && v.now < at
     {
@@ -526,20 +531,34 @@ pub fn react_spawn(
 
 /// `StartSession`, when the session could not start: `session.failed` (the task is
 /// marked dead with the error; not the agent's crash).
+///
+/// The work of a shell or process task that could not start is a failed attempt of its
+/// `work` phase as well: the supervisor tries again after the backoff while attempts
+/// remain, then the task is stuck; it never loops (a person cannot respawn shell work).
 pub fn react_start_failed(
     t: &Task,
     session: &str,
     error: &str,
     ctx: &Ctx<'_>,
 ) -> Result<Change, Refusal> {
-    ops::record(
-        t,
-        vec![EventKind::SessionFailed {
-            session: session.to_owned(),
-            error: error.to_owned(),
-        }],
-        ctx,
-    )
+    let failed = EventKind::SessionFailed {
+        session: session.to_owned(),
+        error: error.to_owned(),
+    };
+    if t.spec.workflow == WorkflowKind::Direct
+        && !t.work_is_agent()
+        && t.status() == Status::Working
+        && t.phases().get(Phase::Work) == PhaseStatus::Running
+    {
+        return ops::attempt_failed(
+            t,
+            Phase::Work,
+            &format!("the work could not start: {error}"),
+            ctx,
+        )?
+        .prepend(vec![failed], ctx);
+    }
+    ops::record(t, vec![failed], ctx)
 }
 
 /// `Finish` of a `direct` task, after the runner ran what the transition to done needs
@@ -599,6 +618,7 @@ pub fn gone_report(session: &str) -> ExitReport {
     ExitReport {
         session: Some(session.to_owned()),
         exit_code: Some(UNKNOWN_EXIT),
+        reason: None,
     }
 }
 

@@ -106,6 +106,7 @@ impl B {
         let report = ExitReport {
             session: session.map(str::to_owned),
             exit_code: Some(code),
+            reason: None,
         };
         let input = TransitionInput {
             artifacts: a,
@@ -544,6 +545,7 @@ fn every_end_counts_once() {
     let report = ExitReport {
         session: Some("w1".into()),
         exit_code: Some(1),
+        reason: None,
     };
     let d = crate::exit::decide(&a, &art(false, None), &report, &limits());
     assert_eq!(d.disposition, Disposition::Duplicate);

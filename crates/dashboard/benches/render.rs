@@ -94,6 +94,7 @@ fn changes(now: Timestamp) -> Vec<Change> {
                     let report = ExitReport {
                         session: None,
                         exit_code: Some(1),
+                        reason: None,
                     };
                     let c = ops::exited(&t, &report, &TransitionInput::default(), &ctx(now));
                     push(&mut out, c.unwrap());

@@ -121,6 +121,7 @@ impl Builder {
         let report = ExitReport {
             session: Some(session.into()),
             exit_code: Some(1),
+            reason: None,
         };
         let input = TransitionInput {
             artifacts: artifact::artifacts(doc),

@@ -62,6 +62,11 @@ pub fn task_create(app: &App, p: CreateParams) -> Res {
         max_attempts: p.max_attempts,
         workflow,
         order: p.order,
+        preset: p
+            .preset
+            .as_deref()
+            .map(|x| x.parse().map_err(Failure::usage))
+            .transpose()?,
     };
     to_value(&app.create(req)?)
 }

@@ -4,6 +4,7 @@
 //! refusals and the same one-line messages.
 
 mod actions;
+mod framing;
 mod params;
 mod server;
 

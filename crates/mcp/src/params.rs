@@ -136,6 +136,10 @@ pub struct CreateParams {
     /// Sort key among siblings (default 0).
     #[serde(default)]
     pub order: Option<i64>,
+    /// The agent preset of its sessions: `claude`, `codex`, `aider` or `custom`
+    /// (default: the one configured in warden.toml).
+    #[serde(default)]
+    pub preset: Option<String>,
 }
 
 /// `task_update_status` for the orchestrator.

@@ -234,7 +234,10 @@ impl WardenServer {
     /// Serves on stdin/stdout until the client closes the connection.
     pub async fn serve_stdio(self) -> Result<(), Failure> {
         let running = self
-            .serve(rmcp::transport::stdio())
+            .serve((
+                crate::framing::bounded(tokio::io::stdin(), crate::framing::MAX_MESSAGE_BYTES),
+                tokio::io::stdout(),
+            ))
             .await
             .map_err(|e| Failure::internal(format!("the MCP session could not start: {e}")))?;
         running
@@ -733,6 +736,37 @@ impl WardenServer {
 }
 
 impl ServerHandler for WardenServer {
+    /// The stand-in for a message over the size limit (see `framing`): answered with an
+    /// error naming the size, so the client is not left waiting.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        if request.method != crate::framing::OVERSIZED_METHOD {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("no method {}", shown(&request.method)),
+                None,
+            ));
+        }
+        let p = request.params.unwrap_or_default();
+        let bytes = p["bytes"].as_u64().unwrap_or(0);
+        let method = p["method"].as_str().unwrap_or("");
+        Err(ErrorData::invalid_request(
+            format!(
+                "the {} message is {bytes} bytes, over Warden's {} MiB limit; send less (a plan of that size goes in a file: `warden plan import FILE`)",
+                if method.is_empty() {
+                    "request".to_owned()
+                } else {
+                    shown(method)
+                },
+                crate::framing::MAX_MESSAGE_BYTES / (1024 * 1024)
+            ),
+            None,
+        ))
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -811,14 +845,18 @@ impl ServerHandler for WardenServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let mut items = vec![
-            Resource::new("warden://state", "state")
-                .with_title("STATE.md")
-                .with_description(
-                    "The project's state: progress, every task's status and gate, recent results.",
-                )
-                .with_mime_type("text/markdown"),
-        ];
+        // STATE.md lists every task: a person's view, not an agent's (as the `state` tool).
+        let mut items = Vec::new();
+        if self.inner.role != Role::Agent {
+            items.push(
+                Resource::new("warden://state", "state")
+                    .with_title("STATE.md")
+                    .with_description(
+                        "The project's state: progress, every task's status and gate, recent results.",
+                    )
+                    .with_mime_type("text/markdown"),
+            );
+        }
         let ids: Vec<TaskId> = match (&self.inner.role, &self.inner.task) {
             (Role::Agent, Some(t)) => vec![t.clone()],
             _ => self
@@ -864,7 +902,17 @@ impl ServerHandler for WardenServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
-        let text = if uri == "warden://state" {
+        let text = if uri == "warden://state" && self.inner.role == Role::Agent {
+            self.tamper(
+                "mcp:resource:state".into(),
+                "warden://state".into(),
+                "not available to agents".into(),
+            )
+            .await;
+            Err(Failure::refused(
+                "warden://state is not available to an agent session (it lists every task); read your own task at warden://task/{id}",
+            ))
+        } else if uri == "warden://state" {
             self.exec(|app| app.state_md()).await
         } else if let Some(raw) = uri.strip_prefix("warden://task/") {
             let raw = raw.to_owned();

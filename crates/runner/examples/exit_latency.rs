@@ -85,6 +85,9 @@ fn measure(
             project_root: dir.to_path_buf(),
             timeout: Duration::from_secs(60),
             kill_after: Duration::from_secs(5),
+            stdin: None,
+            clean_env: false,
+            pass_env: Vec::new(),
         };
         run(&spec);
         let arrived = wait_for(&dir.join(format!("report-{session}")));

@@ -58,6 +58,9 @@ impl Fixture {
             project_root: self.root.clone(),
             timeout: Duration::from_secs(20),
             kill_after: Duration::from_secs(5),
+            stdin: None,
+            clean_env: false,
+            pass_env: Vec::new(),
         }
     }
 
@@ -495,4 +498,68 @@ fn tmux_without_a_server_lists_nothing() {
     assert_eq!(tmux_list(&socket).unwrap(), vec![]);
     assert_eq!(tmux_sweep(&socket, |_| true).unwrap(), 0);
     tmux_remove(&socket, "warden-x").unwrap();
+}
+
+/// A spec for an agent-like session: its input from a file, and only the variables it
+/// is given. (Cargo runs tests with `CARGO_PKG_*` and `CARGO_MANIFEST_DIR` set.)
+fn agent_spec(f: &Fixture, task: &str, session: &str, input: &Path) -> SessionSpec {
+    let script = "printf 'input=%s\\n' \"$(cat)\"; env | sort | sed 's/^/env:/'";
+    SessionSpec {
+        stdin: Some(input.to_path_buf()),
+        clean_env: true,
+        pass_env: vec!["HOME".into(), "CARGO_PKG_*".into()],
+        ..f.spec(task, session, &["sh", "-c", script])
+    }
+}
+
+fn check_agent_log(log: &str) {
+    for want in [
+        "input=the prompt; $HOME #{x}",
+        &format!("env:CARGO_PKG_NAME={}", env!("CARGO_PKG_NAME")),
+        "env:WARDEN_TASK_ID=",
+        "env:HOME=",
+    ] {
+        assert!(log.contains(want), "{want:?} not in log:\n{log}");
+    }
+    for absent in ["env:CARGO_MANIFEST_DIR=", "env:CARGO_TARGET_TMPDIR="] {
+        assert!(!log.contains(absent), "{absent:?} in log:\n{log}");
+    }
+}
+
+#[test]
+fn agent_sessions_read_their_input_and_see_only_what_passes() {
+    let f = Fixture::new("agent-input");
+    let input = f.dir.join("prompt file");
+    std::fs::write(&input, "the prompt; $HOME #{x}").unwrap();
+    start_process(&agent_spec(&f, "p1", "s1", &input))
+        .unwrap()
+        .join();
+    check_agent_log(&f.log_text("p1"));
+
+    let tmux = Server::new("agent-input");
+    start_tmux(&tmux.0, &agent_spec(&f, "t1", "s2", &input)).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s2", 0);
+    f.wait_log("t1", "--- session s2 exited with code 0 ---");
+    check_agent_log(&f.log_text("t1").replace("\r\n", "\n"));
+
+    // A missing input file is an error before anything starts.
+    let e = start_process(&agent_spec(&f, "p2", "s3", &f.dir.join("gone"))).unwrap_err();
+    assert!(matches!(e, SessionError::Stdin { .. }), "{e}");
+}
+
+#[test]
+fn tmux_runs_in_a_directory_whose_name_is_tmux_format_syntax() {
+    // tmux expands formats in `new-session -c`: unescaped, this directory would become
+    // another one (the server's own directory, the person's checkout).
+    let f = Fixture::new("tmux-format-cwd");
+    let tmux = Server::new("tmux-format-cwd");
+    let cwd = f.root.join("wt #{pane_id} ##{session_name} #(echo no)");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let spec = SessionSpec {
+        cwd: cwd.clone(),
+        ..f.spec("t1", "s1", &["sh", "-c", "echo \"cwd=$(pwd)\""])
+    };
+    start_tmux(&tmux.0, &spec).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s1", 0);
+    f.wait_log("t1", &format!("cwd={}\r\n", cwd.display()));
 }

@@ -1253,6 +1253,7 @@ impl World {
                     let report = ExitReport {
                         session: r.session.clone(),
                         exit_code: Some(r.code),
+                        reason: None,
                     };
                     self.exited(&r.task, &report);
                 }

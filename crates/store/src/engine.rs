@@ -107,6 +107,9 @@ pub struct Engine {
     /// through [`Engine::write_task`] is checked against it before deciding and fenced by
     /// it in the commit ([`StoreError::LeaseLost`], exit 4). `None` for people and agents.
     pub fence: Option<Fence>,
+    /// The `warden` binary prompts tell agents to run (by absolute path: an agent's shell
+    /// may not have it on `PATH`). The running binary unless a front end says otherwise.
+    pub warden_exe: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Engine {
@@ -217,6 +220,7 @@ impl Engine {
             store,
             actor,
             fence: None,
+            warden_exe: std::env::current_exe().unwrap_or_else(|_| "warden".into()),
         })
     }
 
@@ -272,6 +276,7 @@ impl Engine {
                 t,
                 vec![EventKind::MemoryMerged {
                     delta: delta.clone(),
+                    caps: Some(self.memory_caps()),
                 }],
                 &self.ctx(&shown),
             )?;
@@ -414,6 +419,7 @@ impl Engine {
         for _ in 0..CONFLICT_RETRIES {
             let prev = self.tasks()?;
             let batch = decide(&prev)?;
+            check_depth(&prev, &batch)?;
             let mut locked: Vec<&TaskId> = batch
                 .changes
                 .iter()
@@ -540,7 +546,8 @@ impl Engine {
     }
 
     /// Rewrites STATE.md from the store when the project keeps one.
-    fn sync_state_md(&self) {
+    /// Rewrites STATE.md when it is kept (after `state --write`); a failure is a warning.
+    pub fn sync_state_md(&self) {
         if self.ws.state_md().exists()
             && let Err(e) = self.write_state_md()
         {
@@ -650,6 +657,7 @@ impl Engine {
             task_file: &task_file,
             max_review_rounds: self.config.limits.max_review_rounds,
             instructions,
+            warden: &prompt::shell_word(&self.warden_exe.to_string_lossy()),
         };
         prompt::render(&template, &input).map_err(|e| {
             Failure::usage(format!(
@@ -665,5 +673,45 @@ impl Engine {
         let text = self.render_state()?;
         files::write_view(&self.ws.state_md(), text.as_bytes())?;
         Ok(())
+    }
+}
+
+/// Refuses a batch that would put a task deeper than `tree::MAX_DEPTH` levels, so every
+/// walk of the tree stays bounded. Only a batch that creates tasks or moves one pays for
+/// the look at the whole tree.
+fn check_depth(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
+    let moves = batch
+        .changes
+        .iter()
+        .any(|ch| match (&ch.before, &ch.after) {
+            (None, Some(_)) => true,
+            (Some(b), Some(a)) => b.spec.parent != a.spec.parent,
+            _ => false,
+        });
+    if !moves {
+        return Ok(());
+    }
+    let mut parents: std::collections::HashMap<&TaskId, Option<&TaskId>> = prev
+        .iter()
+        .map(|t| (t.id(), t.spec.parent.as_ref()))
+        .collect();
+    for ch in &batch.changes {
+        match (&ch.before, &ch.after) {
+            (_, Some(t)) => {
+                parents.insert(t.id(), t.spec.parent.as_ref());
+            }
+            (Some(t), None) => {
+                parents.remove(t.id());
+            }
+            (None, None) => {}
+        }
+    }
+    match warden_core::tree::too_deep(&parents) {
+        None => Ok(()),
+        Some((id, level)) => Err(Failure::refused(format!(
+            "task {id} would sit {level} levels deep; Warden keeps plans to {} levels (a chain of parents that long is almost always a mistake): give it a parent higher up",
+            warden_core::tree::MAX_DEPTH
+        ))
+        .into()),
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest TASK.md (or other agent-written file) Warden reads.
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+pub const MAX_FILE_BYTES: u64 = warden_core::artifact::MAX_TASK_FILE_BYTES as u64;
 
 /// Why a file could not be read or written.
 #[derive(Debug, thiserror::Error)]

@@ -154,6 +154,10 @@ pub trait Store {
     fn release_lease(&self, task: &TaskId, owner: &str) -> Result<(), StoreError>;
     /// Every lease, sorted by task.
     fn leases(&self) -> Result<Vec<Lease>, StoreError>;
+    /// The columns stored beside each task's body, as stored (for `warden check`).
+    fn task_columns(&self) -> Result<Vec<TaskColumns>, StoreError>;
+    /// The `type` column of every event, by sequence number (for `warden check`).
+    fn event_types(&self) -> Result<Vec<(u64, String)>, StoreError>;
     /// The lease on one task, if any (expired or not).
     fn lease(&self, task: &TaskId) -> Result<Option<Lease>, StoreError> {
         Ok(self.leases()?.into_iter().find(|l| &l.task == task))
@@ -328,6 +332,20 @@ pub struct Lease {
     pub expires_at: jiff::Timestamp,
     /// The previous owner, when this acquisition took the lease over from another.
     pub taken_from: Option<String>,
+}
+
+/// A `tasks` row's columns, read without decoding: `warden check` compares them with the
+/// body they index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskColumns {
+    /// The `id` column.
+    pub id: String,
+    /// The `status` column.
+    pub status: String,
+    /// The `version` column.
+    pub version: i64,
+    /// The body (the task as JSON).
+    pub body: String,
 }
 
 /// Why a store operation failed.

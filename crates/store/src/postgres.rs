@@ -701,6 +701,36 @@ impl Store for PgStore {
         self.read_events(task)
     }
 
+    fn task_columns(&self) -> Result<Vec<crate::TaskColumns>, StoreError> {
+        let mut c = self.client()?;
+        let rows = c
+            .query(
+                "SELECT id, status, version, body FROM tasks ORDER BY id",
+                &[],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| crate::TaskColumns {
+                id: r.get(0),
+                status: r.get(1),
+                version: r.get(2),
+                body: r.get(3),
+            })
+            .collect())
+    }
+
+    fn event_types(&self) -> Result<Vec<(u64, String)>, StoreError> {
+        let mut c = self.client()?;
+        let rows = c
+            .query("SELECT seq, type FROM events ORDER BY seq", &[])
+            .map_err(|e| self.err(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, String>(1)))
+            .collect())
+    }
+
     fn memory(&self, id: &TaskId) -> Result<Option<Memory>, StoreError> {
         let mut c = self.client()?;
         let q = self.stmt(&mut *c, "SELECT text FROM memory_focus WHERE task = $1")?;

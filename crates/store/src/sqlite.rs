@@ -218,6 +218,21 @@ impl Drop for SqliteStore {
 impl SqliteStore {
     /// Opens (creating and migrating if needed) the database at `path`.
     pub fn open(path: &Path, busy_timeout_ms: u64) -> Result<SqliteStore, StoreError> {
+        // The store and its WAL are Warden's own files: a link would send every write
+        // somewhere else (another project's store, a file of the person's).
+        let shm = {
+            let mut p = path.as_os_str().to_owned();
+            p.push("-shm");
+            std::path::PathBuf::from(p)
+        };
+        for p in [path.to_path_buf(), wal_path(path), shm] {
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(StoreError::Io(format!(
+                    "the store file {} is a symbolic link; Warden opens only its own regular file there: remove the link (or point store.url at the real file)",
+                    p.display()
+                )));
+            }
+        }
         let created = !path.exists() || !wal_path(path).exists();
         let conn = Connection::open(path).map_err(|e| map_err(e, path))?;
         let store = SqliteStore {
@@ -591,6 +606,13 @@ fn map_err(e: rusqlite::Error, path: &Path) -> StoreError {
                     msg.clone().unwrap_or_else(|| f.to_string())
                 ));
             }
+            ErrorCode::SystemIoFailure => {
+                return StoreError::Io(format!(
+                    "could not write the store {}: {}; check free space, the file-size limit (`ulimit -f`) and the disk; nothing was changed",
+                    path.display(),
+                    msg.clone().unwrap_or_else(|| f.to_string())
+                ));
+            }
             ErrorCode::DiskFull => {
                 return StoreError::Io(format!(
                     "the disk holding {} is full; nothing was written — free space and try again",
@@ -634,6 +656,37 @@ impl Store for SqliteStore {
             out.push(self.decode_task(&id, &body)?);
         }
         Ok(out)
+    }
+
+    fn task_columns(&self) -> Result<Vec<crate::TaskColumns>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, status, version, body FROM tasks ORDER BY id")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(crate::TaskColumns {
+                    id: r.get(0)?,
+                    status: r.get(1)?,
+                    version: r.get(2)?,
+                    body: r.get(3)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.map(|r| r.map_err(|e| self.err(e))).collect()
+    }
+
+    fn event_types(&self) -> Result<Vec<(u64, String)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT seq, type FROM events ORDER BY seq")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.map(|r| r.map_err(|e| self.err(e))).collect()
     }
 
     fn events(&self, task: Option<&TaskId>) -> Result<Vec<Event>, StoreError> {

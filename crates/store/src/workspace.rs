@@ -36,6 +36,11 @@ pub enum WorkspaceError {
     /// `init` where a workspace exists (exit 1).
     #[error("{0} already exists; Warden will not overwrite it (remove it first to start over)")]
     Exists(String),
+    /// The project path is not UTF-8 (exit 2).
+    #[error(
+        "the project path {0} is not valid UTF-8; Warden (like git worktrees, tmux and the agents it runs) needs a UTF-8 path: rename the directory"
+    )]
+    NotUtf8(String),
     /// A file-system error (exit 5).
     #[error("{0}")]
     Io(String),
@@ -45,7 +50,9 @@ impl From<WorkspaceError> for warden_core::failure::Failure {
     fn from(e: WorkspaceError) -> Self {
         use warden_core::failure::{ExitCode, Failure};
         let code = match e {
-            WorkspaceError::NotFound(_) | WorkspaceError::NotAWorkspace(_) => ExitCode::Usage,
+            WorkspaceError::NotFound(_)
+            | WorkspaceError::NotAWorkspace(_)
+            | WorkspaceError::NotUtf8(_) => ExitCode::Usage,
             WorkspaceError::Exists(_) => ExitCode::Refused,
             WorkspaceError::Io(_) => ExitCode::Internal,
         };
@@ -67,6 +74,7 @@ impl Workspace {
         if let Some(root) = explicit {
             let root = absolute(root);
             if root.join(DIR_NAME).is_dir() {
+                utf8(&root)?;
                 return Ok(Workspace::at(&root));
             }
             return Err(WorkspaceError::NotAWorkspace(root.display().to_string()));
@@ -75,6 +83,7 @@ impl Workspace {
         let mut cur = Some(start.as_path());
         while let Some(d) = cur {
             if d.join(DIR_NAME).join("warden.toml").is_file() {
+                utf8(d)?;
                 return Ok(Workspace::at(d));
             }
             cur = d.parent();
@@ -86,31 +95,58 @@ impl Workspace {
     /// overwrite. In a git repository, `/.warden/` is added to `info/exclude`.
     pub fn init(root: &Path, store_url: Option<&str>) -> Result<Workspace, WorkspaceError> {
         let root = absolute(root);
+        utf8(&root)?;
         let ws = Workspace::at(&root);
-        if ws.dir.exists() {
-            return Err(WorkspaceError::Exists(ws.dir.display().to_string()));
-        }
         let io = |e: std::io::Error, what: &Path| {
             WorkspaceError::Io(format!("cannot create {}: {e}", what.display()))
         };
-        std::fs::create_dir_all(&root).map_err(|e| io(e, &root))?;
-        std::fs::create_dir(&ws.dir).map_err(|e| io(e, &ws.dir))?;
-        std::fs::create_dir(ws.dir.join("tasks")).map_err(|e| io(e, &ws.dir))?;
-        let mut toml = DEFAULT_TOML.to_owned();
-        if let Some(url) = store_url {
-            toml = toml.replace(
-                "url = \"sqlite:.warden/warden.db\"",
-                &format!("url = {}", toml_string(url)),
-            );
+        if ws.dir.exists() {
+            // An earlier Warden killed inside `init` could leave `.warden/` with only an
+            // empty `tasks/`: nothing of anyone's, so it is replaced.
+            if !leftover_of_init(&ws.dir) {
+                return Err(WorkspaceError::Exists(ws.dir.display().to_string()));
+            }
+            std::fs::remove_dir_all(&ws.dir).map_err(|e| io(e, &ws.dir))?;
         }
-        let cfg = ws.config_path();
-        files::write_atomic(&cfg, toml.as_bytes())
-            .map_err(|e| WorkspaceError::Io(e.to_string()))?;
-        if store_url.is_some_and(|u| crate::redact_url(u) != u) {
-            // The URL holds a password: only the owner may read the file.
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| io(e, &cfg))?;
+        std::fs::create_dir_all(&root).map_err(|e| io(e, &root))?;
+        remove_dead_staging(&root);
+        // Everything is made in a staging folder and renamed into place in one step, so
+        // an `init` killed at any point leaves either no `.warden/` or a whole one.
+        let staging = root.join(format!("{DIR_NAME}.init-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        let made = (|| {
+            std::fs::create_dir(&staging).map_err(|e| io(e, &staging))?;
+            std::fs::create_dir(staging.join("tasks")).map_err(|e| io(e, &staging))?;
+            let mut toml = DEFAULT_TOML.to_owned();
+            if let Some(url) = store_url {
+                toml = toml.replace(
+                    "url = \"sqlite:.warden/warden.db\"",
+                    &format!("url = {}", toml_string(url)),
+                );
+            }
+            let cfg = staging.join("warden.toml");
+            files::write_atomic(&cfg, toml.as_bytes())
+                .map_err(|e| WorkspaceError::Io(e.to_string()))?;
+            if store_url.is_some_and(|u| crate::redact_url(u) != u) {
+                // The URL holds a password: only the owner may read the file.
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| io(e, &cfg))?;
+            }
+            // rename(2) refuses to replace a non-empty directory: a `.warden/` made by
+            // another `init` meanwhile is never overwritten.
+            std::fs::rename(&staging, &ws.dir).map_err(|e| match e.kind() {
+                std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::AlreadyExists => {
+                    WorkspaceError::Exists(ws.dir.display().to_string())
+                }
+                _ => io(e, &ws.dir),
+            })?;
+            let _ = files::sync_dir(&root);
+            Ok(())
+        })();
+        if let Err(e) = made {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
         }
         if let Some((exclude, top)) = git_exclude_file(&root) {
             add_exclude(&exclude, &top, &root).map_err(|e| io(e, &exclude))?;
@@ -258,4 +294,48 @@ fn add_exclude(exclude: &Path, top: &Path, root: &Path) -> std::io::Result<()> {
     text.push_str(&pattern);
     text.push('\n');
     files::write_atomic(exclude, text.as_bytes()).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// Is `dir` what an interrupted `init` of an earlier Warden left: nothing but an empty
+/// `tasks/`?
+fn leftover_of_init(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+    names.iter().all(|n| n == "tasks")
+        && std::fs::read_dir(dir.join("tasks")).map_or(true, |mut t| t.next().is_none())
+}
+
+/// Removes staging folders of `init`s that were killed (their process is gone).
+fn remove_dead_staging(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    let prefix = format!("{DIR_NAME}.init-");
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Refuses a project path that is not UTF-8: the session specs, git's worktree paths,
+/// tmux and the agents' environment all carry it as text.
+fn utf8(root: &Path) -> Result<(), WorkspaceError> {
+    match root.to_str() {
+        Some(_) => Ok(()),
+        None => Err(WorkspaceError::NotUtf8(format!(
+            "{:?}",
+            root.display().to_string()
+        ))),
+    }
 }

@@ -416,6 +416,7 @@ fn events_keep_their_order(open: Open) {
                         session: None,
                         exit_code: Some(0),
                         disposition: warden_core::event::Disposition::Current,
+                        reason: None,
                         role: None,
                         stopped: false,
                     }];

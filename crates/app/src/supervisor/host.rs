@@ -143,6 +143,36 @@ pub fn stop_process(files: &SessionFiles, kill: bool) {
     }
 }
 
+/// What the host exits with when the session's program could not be started (as a
+/// shell says "command not found").
+pub const START_FAILED_EXIT: i32 = 127;
+
+/// Records `session.failed` for a session whose program could not be started.
+fn record_start_failed(
+    spec: &SessionSpec,
+    error: &str,
+) -> Result<(), warden_core::failure::Failure> {
+    use warden_core::event::Actor;
+    use warden_store::Decision;
+    let ws = crate::find_workspace(Some(&spec.project_root))?;
+    let app = crate::App::open(ws, Actor::Runner)?;
+    let id = crate::task_id(&spec.task_id)?;
+    let shown = app.task_file_shown(&id);
+    app.eng
+        .write_task(&id, None, |t, _| {
+            Ok(Decision::retryable(
+                warden_core::schedule::react_start_failed(
+                    t,
+                    &spec.session_id,
+                    error,
+                    &app.eng.ctx(&shown),
+                )?,
+            ))
+        })
+        .map(drop)
+        .map_err(warden_core::failure::Failure::from)
+}
+
 /// `warden session-run SPEC.json`: runs one process session to its end and reports it.
 /// Returns the session's exit code. SIGTERM or SIGINT stop the session: TERM to its
 /// group, KILL `kill_after` later.
@@ -164,7 +194,28 @@ pub fn session_run(spec_file: &Path) -> Result<i32, String> {
         signal_hook::consts::SIGINT,
     ])
     .map_err(|e| format!("cannot watch for signals: {e}"))?;
-    let s = session::start_process_with(&spec, Some(&files.exit)).map_err(|e| e.to_string())?;
+    let s = match session::start_process_with(&spec, Some(&files.exit)) {
+        Ok(s) => s,
+        Err(e) => {
+            // The program could not be started (exec failed): Warden's side, not the
+            // agent's crash. Said in the log and recorded as `session.failed` before this
+            // host exits, so no supervisor ever takes the session for one that ended.
+            let error = e.to_string();
+            session::note(
+                &spec.log_path,
+                &format!(
+                    "--- session {} could not start: {error} ---",
+                    spec.session_id
+                ),
+            );
+            let recorded = record_start_failed(&spec, &error);
+            files.remove();
+            return match recorded {
+                Ok(()) => Ok(START_FAILED_EXIT),
+                Err(f) => Err(format!("{error}; and it could not be recorded: {f}")),
+            };
+        }
+    };
     pids.group = s.pid;
     write_pids(&files.pid, pids);
     let stopper = s.stopper();

@@ -399,7 +399,10 @@ impl Supervisor {
                 if self.opts.until_idle && !pass.busy && self.jobs.is_empty() {
                     self.release_all();
                     self.end_tmux();
-                    let _ = std::fs::remove_file(ws.continue_md());
+                    if std::fs::remove_file(ws.continue_md()).is_ok() {
+                        // STATE.md names the resume file while there is one.
+                        self.app.eng.sync_state_md();
+                    }
                     let idle = idle_summary(&self.board);
                     on_event(RunEvent::Idle(idle.clone()));
                     return Ok(Some(idle));
@@ -907,7 +910,11 @@ impl Supervisor {
         }
         s.push_str("\n## Next steps\n\n- Run `warden run` again: live sessions are adopted, gone ones are reported, and no succeeded phase runs again.\n- `warden task list --status stuck` shows what needs a person.\n");
         let ws = self.app.ws();
+        let existed = ws.continue_md().exists();
         let _ = files::write_atomic(&ws.continue_md(), s.as_bytes());
+        if !existed {
+            self.app.eng.sync_state_md();
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use warden_store::{Decision, Engine, EngineError, Written, taskfile::Doc};
 
 use super::host::{self, SessionFiles};
 use super::{Mode, Options, tmux_socket};
-use crate::App;
+use crate::{App, agent};
 
 /// One step of one task, on its own thread.
 pub(super) struct Step<'a> {
@@ -118,6 +118,7 @@ impl Step<'_> {
                 let report = ExitReport {
                     session: Some(session.clone()),
                     exit_code: Some(code),
+                    reason: None,
                 };
                 self.app.exited(id, &report)?;
                 files.remove();
@@ -237,28 +238,6 @@ impl Step<'_> {
         } else {
             None
         };
-        let argv = match (heal, schedule::work_argv(t)) {
-            // A shell or process work phase runs as it is, never through a template.
-            (None | Some(Phase::Work), Some(argv)) => argv,
-            _ => {
-                let extra = heal.map(|p| heal_note(eng, t, p));
-                let prompt = eng.prompt(t, extra.as_deref())?;
-                let prompt_file = eng.ws.task_dir(id).join(format!("prompt-{role}.md"));
-                warden_store::files::write_atomic(&prompt_file, prompt.as_bytes())?;
-                eng.config
-                    .agent
-                    .command
-                    .iter()
-                    .map(|a| {
-                        a.replace("{prompt_file}", &prompt_file.display().to_string())
-                            .replace("{task_id}", id.as_str())
-                            .replace("{worktree}", &cwd.display().to_string())
-                            .replace("{role}", role.as_str())
-                            .replace("{prompt}", &prompt)
-                    })
-                    .collect()
-            }
-        };
         let mut env: Vec<(String, String)> = pipeline::task_env(eng, t)
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
@@ -268,6 +247,35 @@ impl Step<'_> {
         if let Some(file) = self.credentials {
             env.push((config::CREDENTIALS_VAR.into(), file.display().to_string()));
         }
+        let (argv, launch) = match (heal, schedule::work_argv(t)) {
+            // A shell or process work phase runs as it is, never through a template.
+            (None | Some(Phase::Work), Some(argv)) => (argv, None),
+            _ => {
+                let preset = agent::preset_of(&eng.config.agent, t);
+                let task_file = eng.ws.task_file(id).display().to_string();
+                let notes: Vec<String> = heal
+                    .map(|p| heal_note(eng, t, p))
+                    .into_iter()
+                    .chain(agent::instructions_note(preset, role, &task_file))
+                    .collect();
+                let extra = (!notes.is_empty()).then(|| notes.join("\n\n"));
+                let prompt = eng.prompt(t, extra.as_deref())?;
+                let prompt_file = eng.ws.task_dir(id).join(format!("prompt-{role}.md"));
+                warden_store::files::write_atomic(&prompt_file, prompt.as_bytes())?;
+                let launch = agent::launch(
+                    eng,
+                    &agent::SessionInput {
+                        task: t,
+                        role,
+                        prompt: &prompt,
+                        prompt_file: &prompt_file,
+                        cwd: &cwd,
+                        warden_exe: &self.opts.warden_exe,
+                    },
+                )?;
+                (launch.argv.clone(), Some(launch))
+            }
+        };
         let spec = SessionSpec {
             task_id: id.to_string(),
             session_id: session_id.clone(),
@@ -279,6 +287,12 @@ impl Step<'_> {
             project_root: eng.ws.root.clone(),
             timeout: Duration::from_secs(eng.config.limits.phase_timeout_s),
             kill_after: Duration::from_secs(eng.config.limits.kill_after_s),
+            stdin: launch.as_ref().and_then(|l| l.stdin.clone()),
+            clean_env: launch.is_some(),
+            pass_env: launch
+                .as_ref()
+                .map(|l| l.pass_env.clone())
+                .unwrap_or_default(),
         };
         let recorded = self.write(id, |t, _| {
             // At most one live session per task: never start one beside another.
@@ -302,18 +316,36 @@ impl Step<'_> {
         if recorded.is_none() {
             return Ok(None);
         }
-        let started = match self.opts.mode {
-            Mode::Process => self.start_hosted(&spec),
-            Mode::Tmux => session::start_tmux(&tmux_socket(&eng.ws), &spec)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-        };
+        if let Some(l) = &launch {
+            let what = match &l.resumes {
+                Some(c) => format!("{} session, resuming conversation {c}", l.preset),
+                None => format!("{} session", l.preset),
+            };
+            session::note(&spec.log_path, &format!("--- {session_id}: {what} ---"));
+            if let Some(n) = &l.note {
+                session::note(&spec.log_path, &format!("--- {session_id}: {n} ---"));
+            }
+        }
+        // The program is looked up as exec would before anything starts, so a missing
+        // one is a start that failed (Warden's side), not the agent's crash; in process
+        // mode the session host reports any other exec error the same way.
+        let started =
+            agent::resolve_program(&spec.argv[0], &agent::session_path(&self.opts.warden_exe))
+                .map_err(|e| format!("cannot start {:?}: {e}", spec.argv[0]))
+                .and_then(|_| match self.opts.mode {
+                    Mode::Process => self.start_hosted(&spec),
+                    Mode::Tmux => session::start_tmux(&tmux_socket(&eng.ws), &spec)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                });
         if let Err(e) = started {
             warden_runner::session::note(
                 &spec.log_path,
                 &format!("--- session {session_id} could not start: {e} ---"),
             );
+            let mut agent_work = true;
             self.write(id, |t, _| {
+                agent_work = t.work_is_agent();
                 Ok(Decision::retryable(schedule::react_start_failed(
                     t,
                     &session_id,
@@ -321,8 +353,13 @@ impl Step<'_> {
                     &eng.ctx(&shown),
                 )?))
             })?;
+            let next = if agent_work {
+                format!("fix it and run `warden task respawn {id}`")
+            } else {
+                "fix it: the work is tried again after the backoff while attempts remain".into()
+            };
             return Err(Failure::internal(format!(
-                "{id}: the {role} session could not start: {e}; fix it and run `warden task respawn {id}`"
+                "{id}: the {role} session could not start: {e}; {next}"
             ))
             .into());
         }

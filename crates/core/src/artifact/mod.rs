@@ -76,6 +76,9 @@ pub struct ParseError {
     pub message: String,
 }
 
+/// The largest TASK.md Warden reads (and so the largest it may write).
+pub const MAX_TASK_FILE_BYTES: usize = 1024 * 1024;
+
 /// A parsed TASK.md.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskDoc<'a> {

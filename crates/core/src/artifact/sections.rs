@@ -333,11 +333,29 @@ pub(crate) fn same_name(a: &str, b: &str) -> bool {
         .eq(b.trim().chars().flat_map(char::to_lowercase))
 }
 
-/// Does `s` have a non-whitespace character outside HTML comments?
+/// Does `s` have something a reader sees: a character that is not whitespace, not an
+/// invisible format character (zero-width space and joiners, word joiner, byte-order
+/// mark, soft hyphen), outside HTML comments and outside code-fence marker lines?
 ///
-/// A comment runs from `<!--` to the next `-->`; an unterminated one runs to the end.
+/// A comment runs from `<!--` to the next `-->`; an unterminated one runs to the end. A
+/// line that starts (after indentation) with ```` ``` ```` or `~~~` is a fence marker, info
+/// string included: an empty code block is no content, a code block with code is.
 pub fn has_content(s: &str) -> bool {
-    visible(s).any(|part| part.chars().any(|c| !c.is_whitespace()))
+    visible(s).any(|part| {
+        part.lines().any(|line| {
+            let t = line.trim_start();
+            !(t.starts_with("```") || t.starts_with("~~~"))
+                && line.chars().any(|c| !c.is_whitespace() && !invisible(c))
+        })
+    })
+}
+
+/// Characters that take no space on screen.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}' | '\u{034F}'
+    )
 }
 
 /// The parts of `s` outside HTML comments, in order.

@@ -872,3 +872,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn invisible_characters_and_empty_fences_are_not_content() {
+    for empty in [
+        "\u{200B}",
+        "\u{200B}\u{FEFF}\u{2060}\n\u{00AD}",
+        "```\n```",
+        "```rust\n\n```\n",
+        "~~~\n\u{200B}\n~~~",
+        "<!-- only a comment -->\n```\n```",
+    ] {
+        assert!(!has_content(empty), "{empty:?}");
+        let doc = format!("## Handoff\n{empty}\n");
+        assert!(artifacts(&doc).handoff.is_none(), "{empty:?}");
+    }
+    for full in ["done", "```\ncargo test passes\n```", "\u{200B}x", "`code`"] {
+        assert!(has_content(full), "{full:?}");
+    }
+}

@@ -7,7 +7,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Limits, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum};
+use crate::model::{
+    AgentPreset, Limits, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum,
+};
 use crate::tree::validate::{NONE, validate_resolved};
 use crate::tree::{Forest, PARALLEL_NODES, PlanError, PlanNode, derive_in_place};
 
@@ -376,6 +378,8 @@ pub fn apply_state_updates(
                     }
                     spec.max_attempts = m.max_attempts;
                     spec.workflow = m.workflow;
+                    // A person's choice, like the workflow: restored (and noted).
+                    spec.preset = m.preset;
                     if m.edited {
                         edited.push(spec.id.clone());
                     }
@@ -584,6 +588,7 @@ pub(super) struct Matched {
     pub(super) state: (Status, bool, u32),
     pub(super) max_attempts: u32,
     pub(super) workflow: WorkflowKind,
+    pub(super) preset: Option<AgentPreset>,
     /// The stored dependencies differ from the file's (and are copied back).
     pub(super) deps_differ: bool,
     /// The stored specs differ from what the file's node would give (and are copied back).
@@ -658,12 +663,14 @@ pub(super) fn match_range(
         let post_same = node.postchecks == truth.spec.postchecks;
         let max_differs = node.max_attempts.filter(|m| *m != truth.max_attempts);
         let workflow_differs = node.workflow.filter(|w| *w != truth.workflow);
+        let preset_differs = node.preset.filter(|p| Some(*p) != truth.preset);
         if !(deps_same || node.depends_on.is_empty())
             || (work_stated && !work_same)
             || (node.prechecks.is_some() && !pre_same)
             || (node.postchecks.is_some() && !post_same)
             || max_differs.is_some()
             || workflow_differs.is_some()
+            || preset_differs.is_some()
         {
             // Agents may edit only `title`, `body`, `order` and `parent` of an existing
             // node through the tree protocol (DESIGN 2, the field table): dependencies,
@@ -711,6 +718,12 @@ pub(super) fn match_range(
             if let Some(w) = workflow_differs {
                 note("workflow", w.to_string(), truth.workflow.to_string());
             }
+            if let Some(p) = preset_differs {
+                let stored = truth
+                    .preset
+                    .map_or("(default)".to_owned(), |t| t.to_string());
+                note("preset", p.to_string(), stored);
+            }
         }
         let spec_same = work_same && pre_same && post_same;
         // Cheapest first: most nodes keep their order and parent.
@@ -729,6 +742,7 @@ pub(super) fn match_range(
             state: (t.status(), t.passes(), t.attempts()),
             max_attempts: truth.max_attempts,
             workflow: truth.workflow,
+            preset: truth.preset,
             deps_differ: !deps_same,
             spec_differ: !spec_same,
             copy_back: !deps_same

@@ -304,6 +304,73 @@ fn derive_groups(forest: &Forest, tasks: &[Task]) -> Vec<(Status, bool)> {
     out
 }
 
+/// The deepest a task may sit in the tree: a root is at level 1. Far beyond any real
+/// plan (get-shit-done's are 3 levels), and it keeps every walk of the tree — the CLI,
+/// STATE.md, the MCP server's JSON — bounded however the tree was written: `plan show
+/// --json` nests two JSON levels per tree level, and 50 of them stay within the 128 that
+/// strict parsers (serde_json's default) accept.
+pub const MAX_DEPTH: usize = 50;
+
+/// The task deeper than [`MAX_DEPTH`] with the smallest id, and its level (capped at
+/// `MAX_DEPTH + 1`), for a tree given as `(id, parent)` pairs. Iterative and linear:
+/// each level is computed once, and no walk goes further up than the limit. A parent
+/// cycle counts as too deep (validation names it first).
+pub fn too_deep<'a>(parents: &HashMap<&'a TaskId, Option<&'a TaskId>>) -> Option<(TaskId, usize)> {
+    const CAP: usize = MAX_DEPTH + 1;
+    let mut level: HashMap<&TaskId, usize> = HashMap::with_capacity(parents.len());
+    let mut path: Vec<&TaskId> = Vec::new();
+    let mut worst: Option<(&TaskId, usize)> = None;
+    for &start in parents.keys() {
+        if level.contains_key(start) {
+            continue;
+        }
+        path.clear();
+        let mut cur = Some(start);
+        // Walk up to a task whose level is known, a root, or the limit; then assign the
+        // levels on the way back down.
+        let base = loop {
+            match cur {
+                None => break 0,
+                Some(_) if path.len() >= CAP => break CAP,
+                Some(id) => {
+                    if let Some(&l) = level.get(id) {
+                        break l;
+                    }
+                    path.push(id);
+                    // An unknown parent is a root's (validation reports the reference).
+                    cur = parents.get(id).copied().flatten();
+                }
+            }
+        };
+        for (k, id) in path.iter().rev().enumerate() {
+            let l = (base + k + 1).min(CAP);
+            level.insert(id, l);
+            if l > MAX_DEPTH && worst.is_none_or(|(w, _)| *id < w) {
+                worst = Some((id, l));
+            }
+        }
+    }
+    // Name the task where the tree first crosses the limit (its parent is exactly at
+    // it), the smallest such id; a cycle has none, so then the smallest id past it.
+    let boundary = level
+        .iter()
+        .filter(|&(id, &l)| {
+            l > MAX_DEPTH
+                && parents
+                    .get(id)
+                    .copied()
+                    .flatten()
+                    .and_then(|p| level.get(p))
+                    == Some(&MAX_DEPTH)
+        })
+        .map(|(id, _)| *id)
+        .min();
+    match boundary {
+        Some(id) => Some((id.clone(), MAX_DEPTH + 1)),
+        None => worst.map(|(id, l)| (id.clone(), l)),
+    }
+}
+
 /// Every task depth-first in `(order, id)` order over the forest, roots sorted the same way.
 pub fn depth_first(tasks: &[Task]) -> Vec<&Task> {
     TreeIndex::new(tasks).depth_first()

@@ -7,7 +7,9 @@ use std::fmt;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::{Limits, Specs, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind};
+use crate::model::{
+    AgentPreset, Limits, Specs, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind,
+};
 
 /// A whole plan file: `{"tasks": [...]}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +78,9 @@ pub struct PlanNode {
     /// Free text: instructions and context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// The agent preset of this task's sessions (default: the configured one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<AgentPreset>,
 }
 
 impl PlanNode {
@@ -97,6 +102,7 @@ impl PlanNode {
             attempts: None,
             status: None,
             body: None,
+            preset: None,
         }
     }
 
@@ -125,6 +131,7 @@ impl PlanNode {
             attempts: Some(task.attempts()),
             status: None,
             body: (!spec.body.is_empty()).then(|| spec.body.clone()),
+            preset: spec.preset,
         }
     }
 
@@ -184,6 +191,7 @@ impl PlanNode {
             max_attempts: self.max_attempts.unwrap_or(limits.max_attempts),
             evidence: None,
             origin: None,
+            preset: self.preset,
         }
     }
 }

@@ -50,6 +50,14 @@ pub enum PlanError {
     /// Both `work` and `agent` are set.
     #[error("task {0} sets both work and agent; keep only one of them")]
     WorkAndAgent(TaskId),
+    /// A new task's id cannot name a git branch (`warden/<id>`).
+    #[error("task id {id} cannot name a git branch ({why}); choose another id")]
+    NotABranch {
+        /// The id.
+        id: TaskId,
+        /// What git refuses.
+        why: &'static str,
+    },
     /// `max_attempts` is 0, so the task could never be tried.
     #[error("task {0} has max_attempts 0; use 1 or more, or leave it out for the default")]
     ZeroMaxAttempts(TaskId),
@@ -177,6 +185,15 @@ pub(crate) fn validate_resolved<'a>(
         if node.max_attempts == Some(0) {
             zero.push(PlanError::ZeroMaxAttempts(node.id.clone()));
         }
+        // Ids stored before the branch rule keep working; new ones must follow it.
+        if let Some(why) = node.id.branch_problem()
+            && !in_existing(&node.id)
+        {
+            zero.push(PlanError::NotABranch {
+                id: node.id.clone(),
+                why,
+            });
+        }
     }
     dep_start[n] = dep_to.len() as u32;
     duplicates.sort_by(|a, b| error_id(a).cmp(error_id(b)));
@@ -287,7 +304,8 @@ fn error_id(e: &PlanError) -> &TaskId {
         | PlanError::UnknownDependency { id, .. } => id,
         PlanError::SelfParent(id)
         | PlanError::WorkAndAgent(id)
-        | PlanError::ZeroMaxAttempts(id) => id,
+        | PlanError::ZeroMaxAttempts(id)
+        | PlanError::NotABranch { id, .. } => id,
         PlanError::ParentCycle(p) | PlanError::DependencyCycle(p) => &p[0],
     }
 }

@@ -70,6 +70,38 @@ pub struct SessionSpec {
         default = "default_kill_after"
     )]
     pub kill_after: Duration,
+    /// A file the program reads as its standard input (an agent's prompt); none means
+    /// `/dev/null` in process mode and the pane's terminal in tmux mode.
+    #[serde(default)]
+    pub stdin: Option<PathBuf>,
+    /// The program sees only the variables [`SessionSpec::pass_env`] names from Warden's
+    /// environment (an agent session); otherwise all of them but the store's secrets.
+    #[serde(default)]
+    pub clean_env: bool,
+    /// With `clean_env`: the variables passed on (names, or prefixes ending in `*`).
+    /// The store's secrets never pass.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+}
+
+impl SessionSpec {
+    /// The variables of Warden's own environment the program sees (before `env` and
+    /// `PATH`, which the spec sets itself).
+    pub fn inherited_env(&self) -> Vec<(OsString, OsString)> {
+        std::env::vars_os()
+            .filter(|(k, _)| {
+                let Some(k) = k.to_str() else {
+                    return !self.clean_env;
+                };
+                !SECRET_VARS.contains(&k)
+                    && (!self.clean_env
+                        || self
+                            .pass_env
+                            .iter()
+                            .any(|p| warden_store::config::env_matches(p, k)))
+            })
+            .collect()
+    }
 }
 
 fn default_kill_after() -> Duration {
@@ -142,6 +174,14 @@ pub enum SessionError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The file given as the program's standard input cannot be opened.
+    #[error("cannot open {path} as the session's input: {source}")]
+    Stdin {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// tmux is not installed.
     #[error(
         "tmux is not installed or not on PATH; install tmux or set agent.session = \"process\""
@@ -211,6 +251,7 @@ pub(crate) fn absolutize(spec: &SessionSpec) -> SessionSpec {
         log_path: abs(&spec.log_path),
         warden_exe: abs(&spec.warden_exe),
         project_root: abs(&spec.project_root),
+        stdin: spec.stdin.as_deref().map(abs),
         ..spec.clone()
     }
 }
@@ -261,7 +302,7 @@ pub(crate) fn append_log(path: &Path) -> Result<File, SessionError> {
 /// Appends one line to a log, ignoring failure: it is only ever a note next to the
 /// session's own output, and the exit report matters more than the note.
 pub fn note(path: &Path, line: &str) {
-    if let Ok(mut f) = OpenOptions::new().append(true).open(path) {
+    if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
         let _ = writeln!(f, "{line}");
     }
 }

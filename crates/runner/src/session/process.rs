@@ -135,15 +135,21 @@ pub fn start_process_with(
     writeln!(log, "{}", header(&spec)).map_err(log_err)?;
     let stderr_log = log.try_clone().map_err(log_err)?;
 
+    let stdin = match &spec.stdin {
+        Some(path) => Stdio::from(File::open(path).map_err(|source| SessionError::Stdin {
+            path: path.clone(),
+            source,
+        })?),
+        None => Stdio::null(),
+    };
     let mut cmd = Command::new(&spec.argv[0]);
     cmd.args(&spec.argv[1..])
         .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(log)
-        .stderr(stderr_log);
-    for k in SECRET_VARS {
-        cmd.env_remove(k);
-    }
+        .stderr(stderr_log)
+        .env_clear()
+        .envs(spec.inherited_env());
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
         .env("PATH", session_path(&spec))
         .process_group(0);

@@ -46,6 +46,9 @@ fn ids_are_checked() {
             project_root: ".".into(),
             timeout: Duration::from_secs(1),
             kill_after: Duration::from_secs(5),
+            stdin: None,
+            clean_env: false,
+            pass_env: Vec::new(),
         };
         assert_eq!(check_ids(&spec).is_ok(), ok, "{task:?} {session:?}");
     }

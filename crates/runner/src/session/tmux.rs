@@ -44,11 +44,36 @@ pub(crate) fn tmux_command(program: &OsStr, socket: &Path) -> Command {
     c.arg("-f").arg("/dev/null").arg("-S").arg(socket);
     // The server's global environment, which every pane inherits, is this client's:
     // keep the store's secrets out of it.
-    c.env_remove("TMUX").stdin(Stdio::null());
-    for k in SECRET_VARS {
-        c.env_remove(k);
+    // The server's global environment, which every pane would inherit, is the
+    // environment of the client that starts it: keep it to what tmux itself needs (its
+    // run-shell hooks find `sh` on PATH; the locale tells it the terminal speaks UTF-8).
+    // Each pane is given exactly its session's variables with `-e`.
+    c.env_clear().stdin(Stdio::null());
+    for (k, v) in std::env::vars_os() {
+        let keep = k.to_str().is_some_and(|k| {
+            matches!(
+                k,
+                "PATH" | "HOME" | "LANG" | "LC_ALL" | "LC_CTYPE" | "TMPDIR"
+            )
+        });
+        if keep {
+            c.env(k, v);
+        }
     }
     c
+}
+
+/// Escapes a path for an argument tmux expands as a format (`new-session -c`): `#`
+/// starts every format sequence, so doubling it leaves the path as it is.
+pub(crate) fn format_escape_os(s: &OsStr) -> OsString {
+    let mut v = Vec::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if b == b'#' {
+            v.push(b'#');
+        }
+        v.push(b);
+    }
+    OsString::from_vec(v)
 }
 
 /// Runs one tmux command line (possibly several commands joined by `;`), returning stdout;
@@ -223,7 +248,9 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         .map(OsString::from)
         .collect();
     args.push("-c".into());
-    args.push(tmux_arg(&spec.cwd));
+    // tmux expands formats in -c: a `#{…}` in the path would name another directory
+    // (the person's checkout, when it expands to nothing).
+    args.push(tmux_arg(format_escape_os(spec.cwd.as_os_str())));
     let mut env_arg = |k: &str, v: &OsStr| {
         let mut kv = OsString::from(k);
         kv.push("=");
@@ -231,6 +258,14 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         args.push("-e".into());
         args.push(tmux_arg(kv));
     };
+    for (k, v) in spec.inherited_env() {
+        if k != "PATH"
+            && k.to_str()
+                .is_some_and(|k| !spec.env.iter().any(|(e, _)| e == k))
+        {
+            env_arg(&k.to_string_lossy(), &v);
+        }
+    }
     for (k, v) in &spec.env {
         if k != "PATH" {
             env_arg(k, OsStr::new(v));
@@ -238,7 +273,12 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
     }
     env_arg("PATH", &session_path(&spec));
     args.push("--".into());
-    if spec.argv.len() == 1 {
+    if let Some(input) = &spec.stdin {
+        // The pane's input is its terminal; a fixed script redirects it from the file,
+        // with the file as `$0` and the program as `"$@"`, so neither is parsed by a shell.
+        args.extend(["sh", "-c", "exec \"$@\" < \"$0\""].map(OsString::from));
+        args.push(tmux_arg(input));
+    } else if spec.argv.len() == 1 {
         // tmux runs a single-word command through `sh -c`; pass the program as `$0` of
         // a fixed script instead, so it is never parsed by a shell.
         args.extend(["sh", "-c", "exec \"$0\""].map(OsString::from));

@@ -1,0 +1,573 @@
+//! Hostile input, through the real binary and the real MCP server: deep and wide trees,
+//! ids git cannot branch on, oversized texts, devices and FIFOs where files belong, odd
+//! project paths, concurrent idempotent requests, tampered stores, an agent reaching for
+//! what is not its own, and messages too large to read. Each case says what Warden
+//! answers (the one-line error and the documented exit code) and checks that nothing
+//! stored changed. RELIABILITY.md lists them.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Workspace, code, command, describe, err_line, text};
+
+/// A chain of `n` tasks, each the parent of the next.
+fn chain(n: usize) -> String {
+    let tasks: Vec<Value> = (0..n)
+        .map(|i| match i {
+            0 => json!({"id": "n0"}),
+            _ => json!({"id": format!("n{i}"), "parent": format!("n{}", i - 1)}),
+        })
+        .collect();
+    json!({ "tasks": tasks }).to_string()
+}
+
+/// The stored tasks and events, to show nothing changed.
+fn snapshot(ws: &Workspace) -> (Vec<Value>, usize) {
+    (ws.tasks(), ws.history().len())
+}
+
+/// Waits for a child with a deadline; a process that blocks (on a FIFO, say) fails the
+/// test instead of hanging it.
+fn finish(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("{what} still ran after {limit:?}: {}", text(&o.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_tree_deeper_than_the_limit_is_refused_before_anything_is_stored() {
+    let ws = Workspace::new("deep");
+    ws.ok(&["state", "--write"]);
+    let state_before = std::fs::read_to_string(ws.path(".warden/STATE.md")).unwrap();
+    ws.write("deep.json", chain(40_000));
+    let o = ws.expect(&["plan", "import", "deep.json"], 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: task n50 would sit 51 levels deep; Warden keeps plans to 50 levels (a chain of parents that long is almost always a mistake): give it a parent higher up"
+    );
+    assert!(ws.tasks().is_empty());
+    assert_eq!(
+        std::fs::read_to_string(ws.path(".warden/STATE.md")).unwrap(),
+        state_before
+    );
+    // 50 levels is a plan; every view of it works (its JSON nests within the 128 levels
+    // strict parsers such as serde_json take).
+    ws.write("ok.json", chain(50));
+    ws.ok(&["plan", "import", "ok.json"]);
+    let shown = text(&ws.ok(&["plan", "show"]).stdout);
+    assert!(shown.contains("n49 [pending]"), "{shown}");
+    let mut node = ws.json(&["plan", "show"]);
+    let mut depth = 0;
+    while let Some(next) = node
+        .get("roots")
+        .and_then(|r| r.get(0))
+        .or_else(|| node.get("children").and_then(|c| c.get(0)))
+        .or_else(|| node.get(0))
+        .cloned()
+    {
+        node = next;
+        depth += 1;
+    }
+    assert!(depth >= 50, "the JSON nests every level: {depth}");
+    ws.ok(&["state"]);
+    ws.ok(&["plan", "graph"]);
+    ws.ok(&["plan", "graph", "--format", "dot"]);
+    ws.check_ok();
+    // One more level, by create or by apply, is refused.
+    let before = snapshot(&ws);
+    let o = ws.expect(&["task", "create", "n50", "--parent", "n49"], 1);
+    assert!(
+        err_line(&o).contains("task n50 would sit 51 levels deep"),
+        "{o:?}"
+    );
+    assert_eq!(snapshot(&ws), before);
+}
+
+#[test]
+fn ids_git_cannot_branch_on_are_refused() {
+    let ws = Workspace::new("ids");
+    for (id, why) in [
+        ("x.lock", "it ends with \".lock\""),
+        ("a..b", "it contains \"..\""),
+        ("y.", "it ends with \".\""),
+    ] {
+        let o = ws.expect(&["task", "create", id], 2);
+        assert_eq!(
+            err_line(&o),
+            format!("error: task id \"{id}\" cannot name a git branch ({why}); choose another id")
+        );
+    }
+    ws.write(
+        "plan.json",
+        r#"{"tasks": [{"id": "ok"}, {"id": "x.lock"}, {"id": "a..b"}, {"id": "y."}]}"#,
+    );
+    let o = ws.expect(&["plan", "import", "plan.json"], 1);
+    let all = text(&o.stderr);
+    for id in ["x.lock", "a..b", "y."] {
+        assert!(
+            all.contains(&format!("task id {id} cannot name a git branch")),
+            "{all}"
+        );
+    }
+    assert!(ws.tasks().is_empty(), "nothing imported");
+    // Fine ids with dots still work.
+    ws.ok(&["task", "create", "v1.2-release"]);
+}
+
+#[test]
+fn texts_are_bounded_on_write_as_they_are_on_read() {
+    let ws = Workspace::new("sizes");
+    ws.write("big.md", "x".repeat(600 * 1024));
+    let o = ws.expect(&["task", "create", "big", "--body-file", "big.md"], 1);
+    assert!(
+        err_line(&o).contains("the body is 614400 bytes, over the 512 KiB limit; shorten it"),
+        "{o:?}"
+    );
+    let body = "y".repeat(3_000_000);
+    ws.write(
+        "plan.json",
+        json!({"tasks": [{"id": "huge", "body": body}]}).to_string(),
+    );
+    ws.expect(&["plan", "import", "plan.json"], 1);
+    assert!(ws.tasks().is_empty());
+    // Just under the limit: created, and every later change reads its TASK.md back.
+    ws.write("fits.md", "z".repeat(500 * 1024));
+    ws.ok(&["task", "create", "fits", "--body-file", "fits.md"]);
+    ws.ok(&["task", "update", "fits", "--status", "working"]);
+    ws.handoff("fits");
+    ws.ok(&["task", "complete", "fits"]);
+    ws.check_ok();
+}
+
+#[test]
+fn devices_and_fifos_are_refused_at_once() {
+    let ws = Workspace::new("devices");
+    ws.create("t", &[]);
+    let fifo = ws.path("fifo");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    let fifo = fifo.to_str().unwrap().to_owned();
+    for args in [
+        vec!["task", "create", "z", "--body-file", "/dev/zero"],
+        vec!["task", "create", "z", "--body-file", fifo.as_str()],
+        vec!["plan", "import", "/dev/zero"],
+        vec!["plan", "import", fifo.as_str()],
+        vec!["memory", "merge", "t", "/dev/zero"],
+        vec!["memory", "merge", "t", fifo.as_str()],
+    ] {
+        let child = ws
+            .cmd()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = finish(child, Duration::from_secs(20), &args.join(" "));
+        assert_eq!(code(&o), 1, "{}", describe(&args, &o));
+        let line = err_line(&o);
+        assert!(
+            line.contains("is a device") || line.contains("is a FIFO"),
+            "{line}"
+        );
+    }
+    assert_eq!(ws.tasks().len(), 1);
+}
+
+#[test]
+fn odd_project_paths_work_end_to_end() {
+    use std::os::unix::ffi::OsStrExt;
+    let base = crate::common::unique_dir("paths");
+    // A path that is not UTF-8 is refused up front, with nothing made.
+    let bad = base.join(std::ffi::OsStr::from_bytes(b"bad \xff name"));
+    std::fs::create_dir_all(&bad).unwrap();
+    let o = command(&bad).arg("init").output().unwrap();
+    assert_eq!(code(&o), 2, "{}", describe(&["init"], &o));
+    assert!(err_line(&o).contains("is not valid UTF-8"), "{o:?}");
+    assert!(!bad.join(".warden").exists());
+    // Everything else a directory name may hold works end to end.
+    let root = base.join("a b #{pane_id} $HOME 'q' \"d\" é\nnl");
+    std::fs::create_dir_all(&root).unwrap();
+    let run = |args: &[&str]| {
+        let o = command(&root).args(args).output().unwrap();
+        assert_eq!(code(&o), 0, "{}", describe(args, &o));
+        o
+    };
+    run(&["init"]);
+    run(&["task", "create", "s", "--work", "echo ran > out.txt"]);
+    run(&["state", "--write"]);
+    let child = command(&root)
+        .args(["run", "--until-idle"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = finish(child, Duration::from_secs(60), "warden run --until-idle");
+    assert_eq!(code(&o), 0, "{}", describe(&["run", "--until-idle"], &o));
+    assert_eq!(
+        std::fs::read_to_string(root.join("out.txt")).unwrap(),
+        "ran\n"
+    );
+    let v: Value = serde_json::from_slice(&run(&["--json", "task", "show", "s"]).stdout).unwrap();
+    assert_eq!(v["status"], "done");
+    run(&["check"]);
+    run(&["state", "verify"]);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn eight_concurrent_requests_with_one_key_get_one_answer() {
+    let ws = Workspace::new("idem");
+    ws.create("t", &[]);
+    ws.create("u", &[]);
+    let root = ws.root.clone();
+    let outs: Vec<std::process::Output> = (0..8)
+        .map(|_| {
+            command(&root)
+                .args([
+                    "--json",
+                    "task",
+                    "update",
+                    "t",
+                    "--status",
+                    "working",
+                    "--request-id",
+                    "k1",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect::<Vec<Child>>()
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    // Every caller gets the first answer: the same JSON, exit 0.
+    for o in &outs {
+        assert_eq!(code(o), 0, "{}", describe(&["task", "update", "t"], o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let first: Value = serde_json::from_slice(&outs[0].stdout).unwrap();
+        assert_eq!(v, first);
+        assert_eq!(v["status"], "working", "{v}");
+    }
+    assert_eq!(ws.events("status.changed", Some("t")).len(), 1);
+    // The key belongs to that request: on another task it is refused, and u is untouched.
+    let before = snapshot(&ws);
+    let o = ws.expect(
+        &[
+            "task",
+            "update",
+            "u",
+            "--status",
+            "working",
+            "--request-id",
+            "k1",
+        ],
+        2,
+    );
+    assert!(err_line(&o).contains("k1"), "{o:?}");
+    assert_eq!(snapshot(&ws), before);
+}
+
+#[test]
+fn a_handoff_of_invisible_characters_or_an_empty_fence_is_no_handoff() {
+    let ws = Workspace::new("invisible");
+    ws.create("t", &[]);
+    ws.to("t", "working");
+    for content in ["\u{200B}\u{FEFF}\u{2060}", "```\n```", "~~~text\n\n~~~"] {
+        ws.add_section("t", "Handoff", content);
+        let o = ws.expect(&["task", "complete", "t"], 1);
+        assert!(
+            err_line(&o).contains("needs a non-empty \"## Handoff\""),
+            "{o:?}"
+        );
+    }
+    assert_eq!(ws.status("t"), "working");
+}
+
+#[test]
+fn a_symlinked_store_is_refused() {
+    let ws = Workspace::new("symlink-db");
+    ws.create("t", &[]);
+    let db = ws.path(".warden/warden.db");
+    let elsewhere = ws.path("elsewhere.db");
+    std::fs::rename(&db, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &db).unwrap();
+    let size = std::fs::metadata(&elsewhere).unwrap().len();
+    let o = ws.expect(&["task", "create", "u"], 5);
+    assert!(
+        err_line(&o).contains("is a symbolic link; Warden opens only its own regular file"),
+        "{o:?}"
+    );
+    assert_eq!(std::fs::metadata(&elsewhere).unwrap().len(), size);
+}
+
+#[test]
+fn check_compares_every_stored_column_and_respects_old_memory_caps() {
+    let ws = Workspace::new("check-columns");
+    ws.create("t", &[]);
+    for i in 0..5 {
+        ws.run_stdin(
+            &["memory", "merge", "t", "-"],
+            &format!("{{\"history\": [\"h{i}\"]}}"),
+        );
+    }
+    // Raising the caps later is not corruption: each merge replays with its own caps.
+    let cfg = ws.path(".warden/warden.toml");
+    let toml = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, toml.replace("max_history = 3", "max_history = 10")).unwrap();
+    ws.check_ok();
+    // A status column edited behind Warden's back is.
+    let c = rusqlite::Connection::open(ws.path(".warden/warden.db")).unwrap();
+    c.execute("UPDATE tasks SET status = 'done' WHERE id = 't'", [])
+        .unwrap();
+    drop(c);
+    let o = ws.expect(&["check"], 1);
+    assert!(
+        text(&o.stdout).contains("task t: the status column says done, its body pending"),
+        "{}",
+        describe(&["check"], &o)
+    );
+}
+
+#[test]
+fn an_interrupted_init_leaves_nothing_half_made() {
+    let ws = Workspace::bare("init-leftover");
+    // What an init killed by an earlier Warden left: `.warden/tasks/` and nothing else.
+    std::fs::create_dir_all(ws.path(".warden/tasks")).unwrap();
+    // And a staging folder of a killed init of this one (its pid is gone).
+    std::fs::create_dir_all(ws.path(".warden.init-999999999/tasks")).unwrap();
+    ws.ok(&["init"]);
+    assert!(ws.path(".warden/warden.toml").is_file());
+    assert!(!ws.path(".warden.init-999999999").exists());
+    // A real workspace is never replaced.
+    let o = ws.expect(&["init"], 1);
+    assert!(err_line(&o).contains("already exists"), "{o:?}");
+}
+
+#[test]
+fn a_file_size_limit_fails_a_write_with_a_message_not_a_signal() {
+    let ws = Workspace::new("ulimit");
+    ws.write("body.md", "x".repeat(300 * 1024));
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f 8; exec '{}' task create big --body-file body.md",
+            crate::common::bin().display()
+        ))
+        .current_dir(&ws.root)
+        .env("NO_COLOR", "1")
+        .env_remove("WARDEN_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 5, "{}", describe(&["task", "create", "big"], &o));
+    assert!(
+        err_line(&o).contains("check free space, the file-size limit (`ulimit -f`)"),
+        "{o:?}"
+    );
+    assert!(ws.tasks().is_empty());
+}
+
+/// A raw MCP session over the real server's stdin and stdout.
+struct Raw {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Raw {
+    fn start(ws: &Workspace, args: &[&str]) -> Raw {
+        let mut child = ws
+            .cmd()
+            .arg("mcp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut r = Raw { child, out };
+        r.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "hostile", "version": "0"}}}),
+        );
+        r.answer(1);
+        r.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+
+    fn send(&mut self, v: &Value) {
+        self.send_raw(v.to_string().as_bytes());
+    }
+
+    fn send_raw(&mut self, line: &[u8]) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The response to request `id` (lines are read until it comes, or the server ends).
+    fn answer(&mut self, id: i64) -> Value {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.out.read_line(&mut line).unwrap();
+            assert!(n > 0, "the server closed before answering {id}");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_oversized_mcp_message_is_answered_with_an_error() {
+    let ws = Workspace::new("mcp-big");
+    ws.create("t", &[]);
+    let mut mcp = Raw::start(&ws, &[]);
+    let filler = "x".repeat(20 * 1024 * 1024);
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{{\"name\":\"task_create\",\"arguments\":{{\"id\":\"big\",\"body\":\"{filler}\"}}}}}}"
+    );
+    let start = Instant::now();
+    mcp.send_raw(big.as_bytes());
+    let a = mcp.answer(7);
+    assert!(start.elapsed() < Duration::from_secs(60));
+    let msg = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("over Warden's 8 MiB limit") && msg.contains("tools/call"),
+        "{a}"
+    );
+    // The session goes on.
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "task_get", "arguments": {"id": "t"}}}));
+    let a = mcp.answer(8);
+    assert!(a["result"].is_object(), "{a}");
+    assert_eq!(
+        ws.tasks().len(),
+        1,
+        "nothing of the oversized call was applied"
+    );
+}
+
+#[test]
+fn an_agent_cannot_read_the_whole_state() {
+    let ws = Workspace::new("mcp-agent-state");
+    ws.create("mine", &[]);
+    ws.create("theirs", &["--title", "Secret project"]);
+    let mut mcp = Raw::start(&ws, &["--role", "agent", "--task", "mine"]);
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "resources/list"}));
+    let list = mcp.answer(2);
+    let uris: Vec<&str> = list["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris, ["warden://task/mine"], "{list}");
+    mcp.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read",
+        "params": {"uri": "warden://state"}}),
+    );
+    let a = mcp.answer(3);
+    let msg = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("not available to an agent session"), "{a}");
+    assert!(!a.to_string().contains("Secret project"));
+    let tamper = ws.events("tamper.ignored", Some("mine"));
+    assert_eq!(tamper.len(), 1, "{tamper:?}");
+    assert_eq!(tamper[0]["data"]["field"], "mcp:resource:state");
+}
+
+#[test]
+fn plan_sync_never_touches_a_task_it_did_not_make() {
+    let ws = Workspace::new("sync-foreign");
+    ws.create("login", &["--title", "The person's login task"]);
+    ws.to("login", "working");
+    let phase = ws.path(".planning/phases/01-x");
+    std::fs::create_dir_all(&phase).unwrap();
+    ws.write(".planning/ROADMAP.md", "# Roadmap\n\n## Phase 1: X\n");
+    ws.write(
+        ".planning/phases/01-x/login-PLAN.md",
+        "---\nphase: 01-x\nplan: login\n---\n<objective>Log in</objective>\n",
+    );
+    ws.write(
+        ".planning/phases/01-x/login-SUMMARY.md",
+        "# Done\n\nLogged in.\n",
+    );
+    let before = ws.show("login");
+    let o = ws.ok(&["plan", "sync"]);
+    let after = ws.show("login");
+    assert_eq!(after["status"], "working", "{}", text(&o.stdout));
+    assert_eq!(after["version"], before["version"]);
+    assert_eq!(after["title"], "The person's login task");
+    // A done task named like a new plan is never moved back either.
+    ws.handoff("login");
+    ws.to("login", "agent-review");
+    ws.review("login", "PASS");
+    ws.to("login", "reviewing");
+    ws.ok(&["task", "approve", "login"]);
+    std::fs::remove_file(ws.path(".planning/phases/01-x/login-SUMMARY.md")).unwrap();
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.status("login"), "done");
+    ws.check_ok();
+}
+
+#[test]
+fn plan_apply_refuses_a_dependency_on_a_removed_task() {
+    let ws = Workspace::new("dangling");
+    ws.write(
+        "plan.json",
+        r#"{"tasks": [{"id": "a"}, {"id": "b", "depends_on": ["a"]}]}"#,
+    );
+    ws.ok(&["plan", "import", "plan.json"]);
+    ws.to("b", "working");
+    let mut tree = ws.json(&["plan", "export"]);
+    tree["tasks"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|t| t["id"] != "a");
+    ws.write("edited.json", tree.to_string());
+    let before = snapshot(&ws);
+    let o = ws.expect(
+        &[
+            "plan",
+            "apply",
+            "edited.json",
+            "--selected",
+            "b",
+            "--status",
+            "done",
+            "--guard",
+            "pass",
+        ],
+        1,
+    );
+    assert!(
+        err_line(&o).contains("task b depends on unknown task a"),
+        "{o:?}"
+    );
+    assert_eq!(snapshot(&ws), before);
+    ws.check_ok();
+}

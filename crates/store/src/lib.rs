@@ -311,6 +311,14 @@ pub(crate) fn tally_row(
     })
 }
 
+/// A task decoded from its stored body.
+pub(crate) fn decode_task(id: &str, body: &str) -> Result<Task, StoreError> {
+    serde_json::from_str(body).map_err(|e| StoreError::Decode {
+        what: format!("task {id}"),
+        detail: e.to_string(),
+    })
+}
+
 /// The head columns, as every head query selects them.
 pub(crate) const HEAD_COLUMNS: &str =
     "id, parent, ord, status, passes, attempts, max_attempts, title, deps, active";

@@ -428,7 +428,7 @@ impl PgStore {
         let q = self.stmt(&mut *c, sql)?;
         let rows = c.query(&q, p).map_err(|e| self.err(e))?;
         rows.iter()
-            .map(|r| self.decode_task(r.get(0), r.get(1)))
+            .map(|r| crate::decode_task(r.get(0), r.get(1)))
             .collect()
     }
 
@@ -689,12 +689,7 @@ impl Store for PgStore {
     }
 
     fn list(&self) -> Result<Vec<Task>, StoreError> {
-        let mut c = self.client()?;
-        let q = self.stmt(&mut *c, "SELECT id, body FROM tasks ORDER BY id")?;
-        let rows = c.query(&q, &[]).map_err(|e| self.err(e))?;
-        rows.iter()
-            .map(|r| self.decode_task(r.get(0), r.get(1)))
-            .collect()
+        self.query_tasks("SELECT id, body FROM tasks ORDER BY id", &[])
     }
 
     fn events(&self, task: Option<&TaskId>) -> Result<Vec<Event>, StoreError> {

@@ -93,6 +93,11 @@ pub struct TreeUpdate {
     pub derived_passes_set: Vec<TaskId>,
     /// Nodes whose `attempts` went up by one.
     pub attempts_incremented: Vec<TaskId>,
+    /// Nodes of the store whose `passes` or `attempts` after the apply differ from the
+    /// stored ones (the selected node, parents whose derived `passes` changed), sorted:
+    /// with `edited`, `tamper_ignored` and `lifecycle`, everything a stored node's events
+    /// come from, so a caller reads no other stored node.
+    pub runner_changed: Vec<TaskId>,
     /// Agent values of runner-owned fields that were ignored, sorted by id then field.
     pub tamper_ignored: Vec<TamperNote>,
     /// The runner's lifecycle decisions `(id, from, to)`, by id; one task may take two
@@ -477,6 +482,9 @@ pub fn apply_state_updates(
         .map(|(t, _)| t.id().clone())
         .collect();
 
+    // The stored runner fields, to list the nodes whose fields the apply changes.
+    let stored: Vec<(bool, u32)> = state.iter().map(|s| (s.1, s.2)).collect();
+
     // Step 2: seed 000's transition table on the selected node.
     let mut passes_set = Vec::new();
     let mut attempts_incremented = Vec::new();
@@ -532,12 +540,17 @@ pub fn apply_state_updates(
         became.iter().map(|&i| at(i).spec.id.clone()).collect();
 
     // The decided runner fields into the (depth-first) output.
+    let mut runner_changed = Vec::new();
     for (node, &i) in nodes.iter_mut().zip(&pre) {
         let (status, _, attempts) = state[i];
         node.status = status;
         node.passes = passes[i];
         node.attempts = attempts;
+        if !node.new && (passes[i], attempts) != stored[i] {
+            runner_changed.push(node.spec.id.clone());
+        }
     }
+    runner_changed.sort();
 
     created.sort();
     removed.sort();
@@ -553,6 +566,7 @@ pub fn apply_state_updates(
         passes_set,
         derived_passes_set,
         attempts_incremented,
+        runner_changed,
         tamper_ignored: tamper,
         lifecycle,
     })

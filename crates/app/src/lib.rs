@@ -13,6 +13,7 @@ pub mod gsd_read;
 pub mod hooks;
 pub mod input;
 pub mod memory;
+mod nearby;
 pub mod person;
 pub mod plan;
 pub mod query;
@@ -81,15 +82,44 @@ impl App {
     }
 
     /// Every task (or those in one status), in tree order: depth-first, siblings by
-    /// `(order, id)`, as the plan reads.
+    /// `(order, id)`, as the plan reads. One status reads only the tasks stored in it and
+    /// the groups whose derived status it is (from the store's tally), not every task.
     pub fn list(&self, status: Option<warden_core::model::Status>) -> Result<Vec<TaskView>> {
-        self.list_where(|t, idx| status.is_none_or(|s| idx.status(t) == s))
+        let Some(status) = status else {
+            return self.list_where(|_, _| true);
+        };
+        let groups = self.groups()?;
+        let mut tasks: Vec<Task> = self
+            .eng
+            .store
+            .with_status(status)?
+            .into_iter()
+            .filter(|t| !groups.has(t.id()))
+            .collect();
+        let shown: Vec<TaskId> = groups
+            .derived
+            .iter()
+            .filter(|(_, d)| d.0 == status)
+            .map(|(id, _)| id.clone())
+            .collect();
+        tasks.extend(self.eng.store.get_many(&shown)?);
+        let tasks = self.in_tree_order(tasks)?;
+        self.views_of(&tasks, &groups)
     }
 
     /// The tasks that wait for a person (a review, a question, stuck, a dead session), in
-    /// tree order.
+    /// tree order. Only tasks that are not at rest can, so only those are read.
     pub fn list_needs_you(&self) -> Result<Vec<TaskView>> {
-        self.list_where(|t, idx| idx.is_leaf(t.id()) && self.needs_you(t).is_some())
+        let groups = self.groups()?;
+        let tasks: Vec<Task> = self
+            .eng
+            .store
+            .active()?
+            .into_iter()
+            .filter(|t| !groups.has(t.id()) && self.needs_you(t).is_some())
+            .collect();
+        let tasks = self.in_tree_order(tasks)?;
+        self.views_of(&tasks, &groups)
     }
 
     fn list_where(&self, keep: impl Fn(&Task, &TreeIndex<'_>) -> bool) -> Result<Vec<TaskView>> {
@@ -104,16 +134,13 @@ impl App {
     }
 
     /// The view of a task as it is given (e.g. the task after a write), its children
-    /// and dependencies read from the store.
+    /// and dependencies read from the store (never every task).
     pub fn view(&self, t: &Task) -> Result<TaskView> {
-        let mut all: Vec<Task> = self
-            .tasks()?
-            .into_iter()
-            .filter(|x| x.id() != t.id())
-            .collect();
-        all.push(t.clone());
-        let idx = TreeIndex::new(&all);
-        Ok(TaskView::of(t, &idx))
+        let groups = self.groups()?;
+        let mut views = self.views_of(std::slice::from_ref(t), &groups)?;
+        views
+            .pop()
+            .ok_or_else(|| Failure::internal("a task without a view; this is a Warden bug"))
     }
 
     /// TASK.md of a task as messages show it (relative to the project root).

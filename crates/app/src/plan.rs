@@ -58,12 +58,22 @@ pub struct Synced {
     pub warnings: Vec<gsd::Warning>,
 }
 
+/// The edited tree of a `plan apply`: a file (read and parsed while the stored tasks are
+/// read), or one already parsed (MCP).
+#[derive(Clone, Debug)]
+pub enum PlanInput {
+    /// A plan file, in the format its extension names (see [`read_plan_file`]).
+    File(PathBuf),
+    /// A parsed tree.
+    Tree(PlanFile),
+}
+
 /// `plan apply`'s request: the edited tree, the node the agent worked on, what it
 /// reports, and the guard's outcome.
 #[derive(Clone, Debug)]
 pub struct ApplyRequest {
     /// The edited tree.
-    pub plan: PlanFile,
+    pub plan: PlanInput,
     /// Where it came from, for messages.
     pub source: String,
     /// The node the agent worked on.
@@ -213,47 +223,70 @@ impl App {
         Ok(tree::plan_next(&self.tasks()?))
     }
 
-    /// `plan apply`: seed 000's reconcile of an edited tree (DESIGN 2.3).
-    pub fn plan_apply(&self, req: &ApplyRequest) -> Result<ApplySummary> {
+    /// `plan apply`: seed 000's reconcile of an edited tree (DESIGN 2.3). A plan file is
+    /// read and parsed on a thread of its own while the stored tasks are read (at 100,000
+    /// nodes each takes about a third of the whole), and its nodes are moved into the
+    /// reconcile, not copied; a conflict that makes the apply decide again parses it again.
+    pub fn plan_apply(&self, req: ApplyRequest) -> Result<ApplySummary> {
         if req.status == AgentStatus::Done && req.guard.is_none() {
             return Err(tree::ApplyError::MissingGuard.into());
         }
-        let mut summary = None;
-        self.eng.write_batch(|prev| {
-            let update = tree::apply_state_updates(
-                prev,
-                req.plan.tasks.clone(),
-                &req.selected,
-                req.status,
-                req.guard,
-                &self.eng.config.limits,
-            )
-            .map_err(Failure::from)?;
-            // Reaching done goes through merge-ri on every path: the work of a task the
-            // apply finishes reaches the base branch (idempotent when decided again).
-            let mut merged = std::collections::BTreeMap::new();
-            for (id, _, to) in &update.lifecycle {
-                if *to == warden_core::model::Status::Done
-                    && let Some(t) = prev.iter().find(|t| t.id() == id)
-                {
-                    let r = warden_runner::pipeline::merge_ri(&self.eng, t);
-                    merged.insert(id.clone(), (r.status, r.detail));
+        let ApplyRequest {
+            plan,
+            source,
+            selected,
+            status,
+            guard,
+        } = req;
+        std::thread::scope(|scope| {
+            let mut parsing = match &plan {
+                PlanInput::File(path) => Some(scope.spawn(move || read_plan_file(path))),
+                PlanInput::Tree(_) => None,
+            };
+            let mut nodes = || -> Result<Vec<PlanNode>> {
+                match (parsing.take(), &plan) {
+                    (Some(h), _) => match h.join() {
+                        Ok(parsed) => Ok(parsed?.tasks),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    },
+                    (None, PlanInput::File(path)) => Ok(read_plan_file(path)?.tasks),
+                    (None, PlanInput::Tree(t)) => Ok(t.tasks.clone()),
                 }
-            }
-            let changes = plan_ops::plan_applied(
-                prev,
-                &update,
-                &req.selected,
-                &merged,
-                &self.ctx(&req.source),
-            )?;
-            summary = Some(update.summary());
-            Ok(Batch {
-                changes,
-                ..Default::default()
+            };
+            let mut summary = None;
+            self.eng.write_batch(|prev| {
+                let update = tree::apply_state_updates(
+                    prev,
+                    nodes()?,
+                    &selected,
+                    status,
+                    guard,
+                    &self.eng.config.limits,
+                )
+                .map_err(Failure::from)?;
+                // Reaching done goes through merge-ri on every path: the work of a task the
+                // apply finishes reaches the base branch (idempotent when decided again).
+                let mut merged = std::collections::BTreeMap::new();
+                for (id, _, to) in &update.lifecycle {
+                    if *to == warden_core::model::Status::Done
+                        && let Ok(at) = prev.binary_search_by(|t| t.id().cmp(id))
+                    {
+                        let r = warden_runner::pipeline::merge_ri(&self.eng, &prev[at]);
+                        merged.insert(id.clone(), (r.status, r.detail));
+                    }
+                }
+                let changes =
+                    plan_ops::plan_applied(prev, &update, &selected, &merged, &self.ctx(&source))?;
+                summary = Some(update.summary());
+                Ok(Batch {
+                    changes,
+                    ..Default::default()
+                })
+            })?;
+            summary.ok_or_else(|| {
+                Failure::internal("plan apply decided nothing; this is a Warden bug")
             })
-        })?;
-        summary.ok_or_else(|| Failure::internal("plan apply decided nothing; this is a Warden bug"))
+        })
     }
 
     /// `plan sync`: reads a get-shit-done `.planning/` directory (default: `.planning` at

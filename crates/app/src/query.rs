@@ -127,8 +127,7 @@ impl App {
             }
             Err(e) => return Err(e.into()),
         };
-        let tasks = self.tasks()?;
-        let events = self.eng.store.events(None)?;
+        let (tasks, events) = self.eng.state_sources()?;
         let input = self.eng.state_input(&tasks, &events);
         let differences: Vec<Difference> = state_md::verify(&text, &input)
             .into_iter()
@@ -179,6 +178,26 @@ impl App {
                     ));
                 }
             }
+        }
+        // The columns kept beside each task, and the tally kept from them: the readers
+        // of many tasks (status, lists, STATE.md) trust both.
+        let heads = self.eng.store.all_heads()?;
+        for (t, h) in stored.iter().zip(&heads) {
+            if t.head() != *h {
+                problems.push(format!(
+                    "the head columns of task {} differ from the task; this is a Warden bug",
+                    t.id()
+                ));
+            }
+        }
+        if heads.len() != stored.len() {
+            problems.push("the head columns do not list every task; this is a Warden bug".into());
+        }
+        if self.eng.store.tally()? != self.eng.store.recount()? {
+            problems.push(
+                "the tally of children by status differs from the task rows; this is a Warden bug"
+                    .into(),
+            );
         }
         // The columns stored beside each body, which queries use, must say what the body
         // says; and each event's type column its kind.

@@ -14,8 +14,6 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use warden_core::artifact;
 use warden_core::model::{Phase, PhaseStatus, Role, Status, Task, TaskId};
-use warden_core::progress::{Progress, TreeView};
-use warden_core::tree::TreeIndex;
 use warden_store::Workspace;
 
 use crate::{App, Result};
@@ -149,22 +147,33 @@ pub struct StatusView {
 const DETAIL_CHARS: usize = 300;
 
 impl App {
-    /// `warden status`.
+    /// The progress over the leaves (STATE.md's), from the store's tally: cheap enough
+    /// for a display redrawn at every step.
+    pub fn progress(&self) -> Result<warden_core::progress::Progress> {
+        let groups = self.groups()?;
+        Ok(warden_core::head::progress_of_counts(&groups.leaf_counts()))
+    }
+
+    /// `warden status`. Counts come from the store's tally and only tasks that are not
+    /// at rest are read, so it costs the same with 100,000 tasks as with ten.
     pub fn status(&self) -> Result<StatusView> {
-        let tasks = self.tasks()?;
-        let idx = TreeIndex::new(&tasks);
-        let leaves: Vec<&Task> = TreeView::new(&tasks).leaves().collect();
-        let progress = Progress::of(leaves.iter().copied());
+        let groups = self.groups()?;
+        let leaf_counts = groups.leaf_counts();
+        let progress = warden_core::head::progress_of_counts(&leaf_counts);
         let mut counts: BTreeMap<Status, usize> = BTreeMap::new();
-        for t in &leaves {
-            *counts.entry(t.status()).or_default() += 1;
+        for (status, _, n) in &leaf_counts {
+            *counts.entry(*status).or_default() += *n as usize;
         }
+        let active: Vec<Task> = self
+            .eng
+            .store
+            .active()?
+            .into_iter()
+            .filter(|t| !groups.has(t.id()))
+            .collect();
         let mut needs_you = Vec::new();
         let mut running = Vec::new();
-        for t in idx.depth_first() {
-            if !idx.is_leaf(t.id()) {
-                continue;
-            }
+        for t in &self.in_tree_order(active)? {
             if let Some(n) = self.needs_you(t) {
                 needs_you.push(n);
             }

@@ -308,6 +308,8 @@ impl App {
             .into_iter()
             .find_map(|c| c.after)
             .ok_or_else(|| Failure::internal("create made no task; this is a Warden bug"))?;
+        // One task made by a person: its TASK.md at once, for them to add context to.
+        self.eng.mirror_new(task.id());
         self.view(&task)
     }
 

@@ -84,39 +84,68 @@ pub struct TaskView {
     pub updated_at: Timestamp,
 }
 
+/// What a view of a task needs from the tasks around it: its children, its status and
+/// `passes` as every view shows them (a group's derived), and whether its dependencies
+/// are done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Around {
+    /// Children ids, in `(order, id)` order (empty for a leaf).
+    pub children: Vec<TaskId>,
+    /// The status views show.
+    pub status: Status,
+    /// The `passes` views show.
+    pub passes: bool,
+    /// Every dependency is done (a group when its children are).
+    pub deps_done: bool,
+}
+
 impl TaskView {
     /// The view of `t`, with children and dependency states from `idx`.
     pub fn of(t: &Task, idx: &TreeIndex<'_>) -> TaskView {
+        TaskView::with(
+            t,
+            Around {
+                children: idx
+                    .children(t.id())
+                    .iter()
+                    .map(|c| c.id().clone())
+                    .collect(),
+                status: idx.status(t),
+                passes: idx.passes(t),
+                deps_done: idx.deps_done(t),
+            },
+        )
+    }
+
+    /// The view of `t`, given what surrounds it.
+    pub fn with(t: &Task, around: Around) -> TaskView {
+        let leaf = around.children.is_empty();
         TaskView {
             id: t.id().clone(),
             title: t.spec.title.clone(),
             body: t.spec.body.clone(),
             parent: t.spec.parent.clone(),
             order: t.spec.order,
-            children: idx
-                .children(t.id())
-                .iter()
-                .map(|c| c.id().clone())
-                .collect(),
+            children: around.children,
             depends_on: t.spec.depends_on.clone(),
             workflow: t.spec.workflow,
-            status: idx.status(t),
-            passes: idx.passes(t),
+            status: around.status,
+            passes: around.passes,
             attempts: t.attempts(),
             max_attempts: t.spec.max_attempts,
             crash_count: t.crash_count(),
             review_round: t.review_round(),
-            gate: if idx.is_leaf(t.id()) {
-                progress::gate_status(t, idx.deps_done(t))
+            gate: if leaf {
+                progress::gate_status(t, around.deps_done)
             } else {
-                group_gate(idx.status(t))
+                group_gate(around.status)
             },
             phases: *t.phases(),
             resume_from_phase: t.resume_from_phase(),
             auto_heal: t.auto_heal().to_vec(),
             spec: t.spec.spec.clone(),
             evidence: t.spec.evidence.clone(),
-            origin: t.spec.origin.clone(),
+            origin: t.spec.origin.as_deref().cloned(),
             preset: t.spec.preset,
             branch: t.branch(),
             session: t.live_session().map(str::to_owned),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use warden_app::plan::{ApplyRequest, read_plan_file};
+use warden_app::plan::{ApplyRequest, PlanInput, read_plan_file};
 use warden_app::view::NodeView;
 use warden_app::{App, Result};
 use warden_core::failure::Failure;
@@ -295,13 +295,13 @@ fn apply(g: &Global, app: &App, a: ApplyArgs) -> Result<()> {
         ));
     }
     let req = ApplyRequest {
-        plan: read_plan_file(&a.file)?,
+        plan: PlanInput::File(a.file.clone()),
         source: a.file.display().to_string(),
         selected: selected.clone(),
         status,
         guard,
     };
-    let summary = app.plan_apply(&req)?;
+    let summary = app.plan_apply(req)?;
     if g.json {
         out::json(&summary);
         return Ok(());

@@ -12,8 +12,6 @@ use std::time::Duration;
 use clap::Args;
 use warden_app::supervisor::{Active, Idle, Mode, Options, Outcome, RunEvent, Supervisor};
 use warden_core::failure::{ExitCode, Failure};
-use warden_core::progress::Progress;
-use warden_core::tree::TreeIndex;
 
 use crate::ctx::Global;
 use crate::out;
@@ -129,13 +127,7 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
     })?;
     display.clear(tty);
     if !json {
-        let tasks = app.tasks()?;
-        let idx = TreeIndex::new(&tasks);
-        let p = Progress::of(
-            idx.depth_first()
-                .into_iter()
-                .filter(|t| idx.is_leaf(t.id())),
-        );
+        let p = app.progress()?;
         log_line(&format!(
             "{} {}% ({} of {} leaves pass)",
             p.bar(),
@@ -324,13 +316,7 @@ impl Display {
                 age
             ));
         }
-        if let Ok(tasks) = app.tasks() {
-            let idx = TreeIndex::new(&tasks);
-            let p = Progress::of(
-                idx.depth_first()
-                    .into_iter()
-                    .filter(|t| idx.is_leaf(t.id())),
-            );
+        if let Ok(p) = app.progress() {
             s.push_str(&format!(
                 "  {} {}% ({} of {})\n",
                 p.bar(),

@@ -97,7 +97,13 @@ fn import_reads_json_toml_and_yaml_alike() {
             "direct",
             "shell work defaults to direct"
         );
-        assert!(ws.task_md("api").is_file(), "import writes TASK.md");
+        // An import writes no file; a task's TASK.md comes with its first write.
+        assert!(!ws.task_md("api").exists(), "import writes no TASK.md");
+        ws.ok(&["task", "update", "api", "--status", "working"]);
+        assert!(
+            ws.task_md("api").is_file(),
+            "the first write writes TASK.md"
+        );
         ws.check_ok();
         exports.push(export(&ws));
     }
@@ -612,6 +618,9 @@ fn apply_reconciles_an_edited_tree() {
         (Some("y"), Some(false), Some(0))
     );
     assert_eq!(ids(&ws.show("y")["children"]), ["y1"]);
+    // A batch writes no TASK.md; the child's comes with its first write.
+    assert!(!ws.task_md("y1").exists());
+    ws.ok(&["task", "update", "y1", "--status", "working"]);
     assert!(ws.task_md("y1").is_file());
     ws.check_ok();
 }

@@ -549,6 +549,8 @@ fn work_that_cannot_start_spends_attempts_and_ends_stuck() {
     let p = Project::new("process");
     p.limits(&[("retry_backoff_s", "0")]);
     p.import(r#"{"tasks": [{"id": "s", "work": "echo hi", "max_attempts": 2}]}"#);
+    // An import writes no task folder (TASK.md comes with the first write): make it.
+    std::fs::create_dir_all(p.root.join(".warden/tasks/s")).unwrap();
     std::fs::write(p.root.join(".warden/tasks/s/sessions"), "").unwrap();
     assert_eq!(p.until_idle(), 7, "stuck");
     let t = p.task("s");

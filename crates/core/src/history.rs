@@ -44,6 +44,20 @@ pub fn activity(events: &[Event]) -> Vec<Activity> {
     out
 }
 
+/// The types of the events [`activity`] can make an entry of.
+pub const ACTIVITY_TYPES: &[&str] = &[
+    "status.changed",
+    "auto.advanced",
+    "guard.ran",
+    "attempt.failed",
+    "agent.crashed",
+];
+
+/// Is this event an activity entry (see [`activity`])?
+pub fn is_activity(e: &Event) -> bool {
+    !activity(std::slice::from_ref(e)).is_empty()
+}
+
 /// For every task now done: the time from its first entry into `working` (or its
 /// creation) to its entry into `done`.
 pub fn durations(events: &[Event], tasks: &[Task]) -> Vec<(TaskId, SignedDuration)> {

@@ -8,6 +8,7 @@ pub mod exit;
 pub mod failure;
 pub mod graph;
 pub mod gsd;
+pub mod head;
 pub mod history;
 pub mod hook;
 pub mod memory;

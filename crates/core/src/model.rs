@@ -333,8 +333,10 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
     /// What made the task when a tool did: `plan sync` changes only the tasks it made.
+    /// Boxed: most tasks have none, and a smaller spec keeps a 100k-node `plan apply`
+    /// writing its output over the file's own nodes (see `tree::ReconciledNode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<Origin>,
+    pub origin: Option<Box<Origin>>,
     /// The agent preset this task's sessions use instead of the configured default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<AgentPreset>,
@@ -422,6 +424,11 @@ impl Default for Phases {
 }
 
 impl Phases {
+    /// Is every phase pending (a task whose pipeline has not run)?
+    pub fn all_pending(&self) -> bool {
+        *self == Phases::default()
+    }
+
     /// The status of one phase.
     pub fn get(&self, p: Phase) -> PhaseStatus {
         match p {
@@ -504,53 +511,79 @@ pub struct SessionStop {
 
 /// Fields only Warden writes. Read them through the getters; they change only through
 /// the event fold (`crate::event::apply`).
+///
+/// Stored as JSON with every field at its default left out (a fresh task's runner state
+/// is 170 bytes instead of 600): a store of 100,000 tasks reads and decodes that much
+/// less for every view of all of them, and every field left out reads back as its
+/// default.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunnerState {
     pub(crate) status: Status,
+    #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) passes: bool,
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) attempts: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) crash_count: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) review_round: u32,
+    #[serde(default, skip_serializing_if = "Phases::all_pending")]
     pub(crate) phases: Phases,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) resume_from_phase: Option<Phase>,
     /// Phases whose one automatic heal has been used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) auto_heal: Vec<Phase>,
     pub(crate) version: u64,
     pub(crate) created_at: Timestamp,
     pub(crate) updated_at: Timestamp,
     /// Counts entries into a status; a session belongs to the entry it was started for.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) entry: u32,
     /// Every session Warden started for this task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) sessions: Vec<SessionRecord>,
     /// The session believed alive, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) live_session: Option<String>,
     /// Ids of sessions Warden did not start (an agent harness's own) whose end was
     /// reported, so a second report of one is a duplicate (the last 32 are kept).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) reported: Vec<String>,
     /// The current session ended without advancing: shown as ✗ until something happens.
+    #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) dead: bool,
     /// A person asked for a new session (`task respawn`).
+    #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) respawn_requested: bool,
     /// Why the task last failed or got stuck, for STATE.md and prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_failure: Option<String>,
     /// When the current status was entered, and by whom.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) entered_at: Option<Timestamp>,
     #[serde(default = "default_actor")]
     pub(crate) entered_by: crate::event::Actor,
     /// When the last failed attempt was charged (the retry backoff counts from it).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) last_failure_at: Option<Timestamp>,
     /// A retry asked for the worktree to be reset to its base before the next run.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) clear_worktree: bool,
     /// A phase whose automatic heal was granted and whose heal session has not started.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) healing: Option<Phase>,
     /// A person's reason for sending the work back (`task reject`), for the worker.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) feedback: Option<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn default_actor() -> crate::event::Actor {

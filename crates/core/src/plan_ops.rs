@@ -24,38 +24,64 @@ pub fn plan_applied(
     merged: &BTreeMap<TaskId, (crate::model::PhaseStatus, Option<String>)>,
     ctx: &Ctx<'_>,
 ) -> Result<Vec<Change>, Refusal> {
-    let before: BTreeMap<&TaskId, &Task> = prev.iter().map(|t| (t.id(), t)).collect();
+    // This runs for every node of the tree (100,000 of them): a stored node's events
+    // come from the update's sorted lists (tamper notes, edits, runner fields changed,
+    // lifecycle steps), so only a node with events reads its stored task.
+    let sorted = prev.windows(2).all(|w| w[0].id() < w[1].id());
+    let mut by_id: Option<crate::tree::IdMap<&TaskId, &Task>> = None;
+    let mut stored = |id: &TaskId| -> Option<&Task> {
+        if sorted {
+            return prev
+                .binary_search_by(|t| t.id().cmp(id))
+                .ok()
+                .map(|i| &prev[i]);
+        }
+        by_id
+            .get_or_insert_with(|| prev.iter().map(|t| (t.id(), t)).collect())
+            .get(id)
+            .copied()
+    };
+    let of = |id: &TaskId, sorted: &[TaskId]| sorted.binary_search(id).is_ok();
     let mut kinds: BTreeMap<TaskId, Vec<EventKind>> = BTreeMap::new();
     for n in &update.nodes {
         let id = &n.spec.id;
         let mut k = Vec::new();
-        match before.get(id) {
-            None => k.push(EventKind::TaskCreated {
+        if n.new {
+            k.push(EventKind::TaskCreated {
                 spec: n.spec.clone(),
                 status: n.status,
                 passes: n.passes,
                 attempts: n.attempts,
-            }),
-            Some(old) => {
-                for tn in update.tamper_ignored.iter().filter(|t| &t.id == id) {
-                    k.push(EventKind::TamperIgnored {
-                        field: tn.field.to_owned(),
-                        agent_value: Some(tn.agent_value.clone()),
-                        true_value: tn.true_value.clone(),
-                    });
-                }
-                if old.spec != n.spec {
-                    k.push(EventKind::TaskEdited {
-                        spec: n.spec.clone(),
-                    });
-                }
-                if id == selected || old.passes() != n.passes || old.attempts() != n.attempts {
-                    k.push(EventKind::PlanApplied {
-                        passes: n.passes,
-                        attempts: n.attempts,
-                    });
-                }
-                for (lid, from, to) in &update.lifecycle {
+            });
+        } else {
+            let notes = &update.tamper_ignored;
+            let from = notes.partition_point(|t| &t.id < id);
+            let to = notes.partition_point(|t| &t.id <= id);
+            for tn in &notes[from..to] {
+                k.push(EventKind::TamperIgnored {
+                    field: tn.field.to_owned(),
+                    agent_value: Some(tn.agent_value.clone()),
+                    true_value: tn.true_value.clone(),
+                });
+            }
+            // Only an edited node's spec can differ: every other field of a stored node
+            // is restored from the store.
+            if of(id, &update.edited) && stored(id).is_some_and(|old| old.spec != n.spec) {
+                k.push(EventKind::TaskEdited {
+                    spec: n.spec.clone(),
+                });
+            }
+            if id == selected || of(id, &update.runner_changed) {
+                k.push(EventKind::PlanApplied {
+                    passes: n.passes,
+                    attempts: n.attempts,
+                });
+            }
+            {
+                let steps = &update.lifecycle;
+                let first = steps.partition_point(|s| &s.0 < id);
+                let last = steps.partition_point(|s| &s.0 <= id);
+                for (lid, from, to) in &steps[first..last] {
                     if lid == id {
                         if *to == Status::Done
                             && let Some((status, detail)) = merged.get(id)
@@ -92,7 +118,7 @@ pub fn plan_applied(
     }
     kinds
         .into_iter()
-        .map(|(id, k)| Change::build(before.get(&id).copied(), &id, k, ctx, Outcome::Applied))
+        .map(|(id, k)| Change::build(stored(&id), &id, k, ctx, Outcome::Applied))
         .collect()
 }
 

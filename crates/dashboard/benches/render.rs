@@ -22,7 +22,13 @@ use warden_core::ops::{self, Change, Ctx, Initial, TransitionInput};
 use warden_dashboard::{App, load, render};
 use warden_store::{Batch, Engine, Workspace};
 
-const PHASES: usize = 100;
+/// Phases of the plan: 100 (10,000 tasks), or `WARDEN_BENCH_PHASES` (1,000 for 100,000).
+fn phases() -> usize {
+    std::env::var("WARDEN_BENCH_PHASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
 const LEAVES_PER_PHASE: usize = 99;
 const FRAMES: usize = 300;
 
@@ -67,8 +73,8 @@ fn changes(now: Timestamp) -> Vec<Change> {
         out.push(c);
         t
     };
-    for p in 0..PHASES {
-        let pid = TaskId::new(&format!("phase-{p:03}")).unwrap();
+    for p in 0..phases() {
+        let pid = TaskId::new(&format!("phase-{p:04}")).unwrap();
         let mut spec = TaskSpec::new(pid.clone(), WorkflowKind::Review, 3);
         spec.title = format!("Phase {p}: a group of plans");
         spec.order = p as i64;
@@ -76,7 +82,7 @@ fn changes(now: Timestamp) -> Vec<Change> {
         push(&mut out, ops::create(spec, init, &ctx(now)).unwrap());
         for l in 0..LEAVES_PER_PHASE {
             let mut spec = TaskSpec::new(
-                TaskId::new(&format!("p{p:03}-task-{l:03}")).unwrap(),
+                TaskId::new(&format!("p{p:04}-task-{l:03}")).unwrap(),
                 WorkflowKind::Review,
                 3,
             );
@@ -179,7 +185,7 @@ fn main() {
     assert!(st.success(), "filling the store failed");
     eprintln!(
         "filled a SQLite store with {} tasks in {:.1} s",
-        PHASES * (LEAVES_PER_PHASE + 1),
+        phases() * (LEAVES_PER_PHASE + 1),
         t.elapsed().as_secs_f64()
     );
     let rss_start = proc_status_kb("VmRSS:");
@@ -188,13 +194,31 @@ fn main() {
     let ws = Workspace::find(&dir, Some(&dir)).unwrap();
     let engine = Engine::open(ws, Actor::Person).unwrap();
     let mut app = App::new("bench");
+    let t = Instant::now();
+    app.set_tasks(engine.tasks().unwrap());
+    let first_load = t.elapsed();
+    // What the loop does after another process commits: read the tasks with events
+    // since the last look, and take them in.
     let mut reloads = Vec::new();
-    for _ in 0..10 {
+    let mut seq = engine.store.last_seq().unwrap();
+    for i in 0..10 {
+        let id = TaskId::new(&format!("p{:04}-task-{:03}", i * 7 % phases(), 7 * i + 1)).unwrap();
+        let t = engine.store.get(&id).unwrap().unwrap();
+        let c = transition(&t, Status::Cancelled, "", Timestamp::now());
+        engine
+            .store
+            .commit(Batch {
+                changes: vec![c],
+                ..Default::default()
+            })
+            .unwrap();
         let t = Instant::now();
-        app.set_tasks(engine.tasks().unwrap());
+        let (ids, next) = engine.store.changed_since(seq).unwrap();
+        seq = next;
+        app.update_tasks(engine.store.get_many(&ids).unwrap(), &[]);
         reloads.push(t.elapsed());
     }
-    assert_eq!(app.tasks().len(), PHASES * (LEAVES_PER_PHASE + 1));
+    assert_eq!(app.tasks().len(), phases() * (LEAVES_PER_PHASE + 1));
     let now = Timestamp::now();
     let mut details = Vec::new();
     let mut frames = Vec::new();
@@ -246,7 +270,11 @@ fn main() {
         frames_80,
         Some(Duration::from_millis(16)),
     );
-    stats("reload (list + rebuild)", reloads, None);
+    eprintln!(
+        "first load (list + build)     {:.1} ms",
+        first_load.as_secs_f64() * 1000.0
+    );
+    stats("reload (changed + rebuild)", reloads, None);
     stats("detail load (selected)", details, None);
     stats("filter keystroke", filters, None);
     eprintln!(
@@ -254,7 +282,7 @@ fn main() {
         100_000.0 / polls as f64
     );
     eprintln!(
-        "memory: peak RSS {:.1} MB (target < 50 MB); RSS {:.1} MB before opening the store, {:.1} MB after",
+        "memory: peak RSS {:.1} MB (target < 100 MB); RSS {:.1} MB before opening the store, {:.1} MB after",
         hwm as f64 / 1024.0,
         rss_start as f64 / 1024.0,
         rss_end as f64 / 1024.0

@@ -29,7 +29,9 @@ pub fn detail(engine: &Engine, task: &Task) -> Detail {
             d.problems = problems;
             d.texts = texts_of(&text);
         }
-        Err(FileError::Missing(_)) => d.problems.push("TASK.md is missing".into()),
+        Err(FileError::Missing(_)) => d
+            .problems
+            .push("no TASK.md yet: it is written at the task's first change".into()),
         Err(e) => d.problems.push(format!("TASK.md: {e}")),
     }
     match engine.store.events(Some(id)) {

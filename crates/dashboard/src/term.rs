@@ -71,19 +71,29 @@ pub fn run(ws: Workspace) -> Result<(), DashboardError> {
         .unwrap_or_else(|| "project".into());
     let engine = Project::open(ws, Actor::Person)?;
     let mut app = App::new(project);
+    let mut seen = Seen {
+        seq: engine.eng.store.last_seq().map_err(Failure::from)?,
+        version: engine.eng.store.data_version().map_err(Failure::from)?,
+    };
     app.set_tasks(engine.tasks()?);
-    let mut version = engine.eng.store.data_version().map_err(Failure::from)?;
     let _screen = Screen::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     term.clear()?;
-    event_loop(&engine, &mut app, &mut term, &mut version)
+    event_loop(&engine, &mut app, &mut term, &mut seen)
+}
+
+/// What the loop has read of the store: the newest event taken in, and the change
+/// counter at the last look.
+struct Seen {
+    seq: u64,
+    version: u64,
 }
 
 fn event_loop(
     engine: &Project,
     app: &mut App,
     term: &mut Terminal<CrosstermBackend<Stdout>>,
-    version: &mut u64,
+    seen: &mut Seen,
 ) -> Result<(), DashboardError> {
     let mut last_poll = Instant::now();
     let mut last_detail = Instant::now();
@@ -125,7 +135,7 @@ fn event_loop(
                             }
                             execute_command(engine, app, cmd);
                             // Our own commit does not move our connection's data_version.
-                            reload(engine, app);
+                            reload(engine, app, seen);
                             last_detail = Instant::now() - DETAIL_REFRESH;
                         }
                     }
@@ -143,9 +153,9 @@ fn event_loop(
         if last_poll.elapsed() >= POLL {
             last_poll = Instant::now();
             match engine.eng.store.data_version() {
-                Ok(v) if v != *version => {
-                    *version = v;
-                    reload(engine, app);
+                Ok(v) if v != seen.version => {
+                    seen.version = v;
+                    reload(engine, app, seen);
                     last_detail = Instant::now() - DETAIL_REFRESH;
                     dirty = true;
                 }
@@ -162,10 +172,24 @@ fn event_loop(
     }
 }
 
-fn reload(engine: &Project, app: &mut App) {
-    match engine.tasks() {
-        Ok(tasks) => app.set_tasks(tasks),
-        Err(e) => app.set_message(error_message(&e)),
+/// Takes in the tasks with events since the last look (and only those).
+fn reload(engine: &Project, app: &mut App, seen: &mut Seen) {
+    let store = &engine.eng.store;
+    let read = store.changed_since(seen.seq).and_then(|(ids, seq)| {
+        let tasks = store.get_many(&ids)?;
+        Ok((ids, tasks, seq))
+    });
+    match read {
+        Ok((ids, _, seq)) if ids.is_empty() => seen.seq = seq,
+        Ok((ids, tasks, seq)) => {
+            let gone: Vec<TaskId> = ids
+                .into_iter()
+                .filter(|id| tasks.binary_search_by(|t| t.id().cmp(id)).is_err())
+                .collect();
+            app.update_tasks(tasks, &gone);
+            seen.seq = seq;
+        }
+        Err(e) => app.set_message(error_message(&Failure::from(e))),
     }
 }
 

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 use warden_app::App;
-use warden_app::plan::{ApplyRequest, plan_from_json};
+use warden_app::plan::{ApplyRequest, PlanInput, plan_from_json};
 use warden_app::task::{CreateTask, RetryTask, Transition};
 use warden_core::event::SpecChange;
 use warden_core::failure::Failure;
@@ -178,13 +178,13 @@ pub fn plan_apply(
         ));
     }
     let req = ApplyRequest {
-        plan: plan_from_json(tree_v, "the tree")?,
+        plan: PlanInput::Tree(plan_from_json(tree_v, "the tree")?),
         source: "the tree".into(),
         selected,
         status,
         guard,
     };
-    to_value(&app.plan_apply(&req)?)
+    to_value(&app.plan_apply(req)?)
 }
 
 /// `prompt`: the prompt for the task's current status and role.

@@ -6,10 +6,11 @@
 use jiff::Timestamp;
 use warden_core::artifact;
 use warden_core::event::Actor;
+use warden_core::event::Event;
 use warden_core::event::EventKind;
 use warden_core::failure::{ExitCode, Failure};
 use warden_core::memory::{self, MemoryAppend, MemoryCaps, MemoryDelta};
-use warden_core::model::{Task, TaskId};
+use warden_core::model::{Status, Task, TaskId};
 use warden_core::ops::{self, Change, Ctx, Refusal};
 use warden_core::{history, prompt, state_md};
 
@@ -408,9 +409,9 @@ impl Engine {
     /// plan import, apply and sync): `decide` sees every stored task and returns the
     /// batch; the batch is committed, fenced by version, under the locks of the existing
     /// tasks whose TASK.md mirror it changes (taken in id order, so two batches never
-    /// wait on each other), and decided again after a conflict. New tasks get their
-    /// TASK.md after the commit, each under its own lock, from the task as stored then.
-    /// Returns the committed changes.
+    /// wait on each other), and decided again after a conflict. New tasks get no TASK.md
+    /// here: it is written at their first write (see [`Engine::mirror_new`] for `task
+    /// create`). Returns the committed changes.
     pub fn write_batch(
         &self,
         mut decide: impl FnMut(&[Task]) -> Result<Batch, EngineError>,
@@ -441,11 +442,14 @@ impl Engine {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }
+            // A task the batch creates gets no file now: its TASK.md is written at its
+            // first write (`write_task` creates a missing one after its commit), which for
+            // a task the supervisor runs is its start, before any session is given the
+            // path. A plan of 100,000 tasks is imported in seconds instead of a minute of
+            // directories, lock files and TASK.md files (see ARCHITECTURE.md).
             for ch in &changes {
-                match (&ch.before, &ch.after) {
-                    (Some(_), Some(t)) => self.mirror(t, None),
-                    (None, Some(t)) => self.mirror_new(t.id()),
-                    _ => {}
+                if let (Some(_), Some(t)) = (&ch.before, &ch.after) {
+                    self.mirror(t, None);
                 }
             }
             drop(locks);
@@ -459,10 +463,10 @@ impl Engine {
         .into())
     }
 
-    /// Writes the TASK.md of a task a batch created, under its lock and from the task as
-    /// stored now, so a writer that got to it first is never overwritten with an older
-    /// version.
-    fn mirror_new(&self, id: &TaskId) {
+    /// Writes the TASK.md of a task a batch created (`task create` writes it at once),
+    /// under its lock and from the task as stored now, so a writer that got to it first
+    /// is never overwritten with an older version.
+    pub fn mirror_new(&self, id: &TaskId) {
         let lock = self.lock_task(id);
         match self.store.get(id) {
             Ok(Some(t)) => self.mirror(&t, None),
@@ -553,9 +557,49 @@ impl Engine {
 
     /// Renders STATE.md from the store.
     pub fn render_state(&self) -> Result<String, EngineError> {
-        let tasks = self.tasks()?;
-        let events = self.store.events(None)?;
+        let (tasks, events) = self.state_sources()?;
         Ok(state_md::render(&self.state_input(&tasks, &events)))
+    }
+
+    /// What STATE.md is rendered from, read without decoding every task or the whole
+    /// log: a task at rest from its head (everything STATE.md shows of it), the others
+    /// in full; of the log, the lifecycle events of done tasks (their durations) and the
+    /// newest activity entry (the only one shown). The render is the same as from every
+    /// task and every event (a core test checks it).
+    pub fn state_sources(&self) -> Result<(Vec<Task>, Vec<Event>), EngineError> {
+        let heads = self.store.all_heads()?;
+        let mut active: std::collections::BTreeMap<TaskId, Task> = self
+            .store
+            .active()?
+            .into_iter()
+            .map(|t| (t.id().clone(), t))
+            .collect();
+        let mut tasks = Vec::with_capacity(heads.len());
+        for h in heads {
+            match active.remove(&h.id) {
+                Some(t) => tasks.push(t),
+                // Became active between the two reads: read it as it is now.
+                None if h.active => match self.store.get(&h.id)? {
+                    Some(t) => tasks.push(t),
+                    None => tasks.push(Task::from_head(h)),
+                },
+                None => tasks.push(Task::from_head(h)),
+            }
+        }
+        // Created between the two reads.
+        tasks.extend(active.into_values());
+        tasks.sort_by(|a, b| a.id().cmp(b.id()));
+        let mut events = self
+            .store
+            .events_of(crate::LIFECYCLE_EVENTS, Some(Status::Done))?;
+        if let Some(last) = self
+            .store
+            .last_event_where(history::ACTIVITY_TYPES, &history::is_activity)?
+            && let Err(at) = events.binary_search_by_key(&last.seq, |e| e.seq)
+        {
+            events.insert(at, last);
+        }
+        Ok((tasks, events))
     }
 
     /// Everything STATE.md is derived from.

@@ -21,8 +21,9 @@ pub mod workspace;
 
 use warden_core::event::Event;
 use warden_core::failure::{ExitCode, Failure};
+use warden_core::head::TaskHead;
 use warden_core::memory::{Memory, MemoryAppend};
-use warden_core::model::{Task, TaskId};
+use warden_core::model::{Status, Task, TaskId};
 use warden_core::ops::Change;
 
 pub use config::Config;
@@ -82,6 +83,45 @@ pub trait Store {
     fn all_memory(&self) -> Result<Vec<(TaskId, Memory)>, StoreError>;
     /// The stored response of an earlier request with this key.
     fn request(&self, key: &str) -> Result<Option<String>, StoreError>;
+    /// The tasks with these ids that exist, sorted by id.
+    fn get_many(&self, ids: &[TaskId]) -> Result<Vec<Task>, StoreError>;
+    /// Up to `limit` tasks with ids after `after` (all when `None`), sorted by id: every
+    /// task, a page at a time, for a reader that must look at each once but need not
+    /// hold them all.
+    fn page(&self, after: Option<&TaskId>, limit: usize) -> Result<Vec<Task>, StoreError>;
+    /// The tasks stored in `status`, sorted by id (an index range, not a scan).
+    fn with_status(&self, status: Status) -> Result<Vec<Task>, StoreError>;
+    /// Every task that is not at rest ([`TaskHead::active`]), sorted by id: what the
+    /// supervisor and `warden status` read in full.
+    fn active(&self) -> Result<Vec<Task>, StoreError>;
+    /// The heads of the tasks with these ids that exist, sorted by id.
+    fn heads(&self, ids: &[TaskId]) -> Result<Vec<TaskHead>, StoreError>;
+    /// The head of every task, sorted by id, read from an index (no task is decoded).
+    fn all_heads(&self) -> Result<Vec<TaskHead>, StoreError>;
+    /// The heads of a task's children, in `(order, id)` order.
+    fn children(&self, id: &TaskId) -> Result<Vec<TaskHead>, StoreError>;
+    /// The heads of every task below `id` (its children, theirs, …), sorted by id.
+    fn descendants(&self, id: &TaskId) -> Result<Vec<TaskHead>, StoreError>;
+    /// How many children each parent has in each stored `(status, passes)`, kept by
+    /// the store as tasks change (`None` counts the tasks without a parent).
+    fn tally(&self) -> Result<Vec<Tally>, StoreError>;
+    /// The tally computed again from the task rows (for `warden check`).
+    fn recount(&self) -> Result<Vec<Tally>, StoreError>;
+    /// The events whose type is one of `types`, oldest first; with `status`, only those
+    /// of tasks now in that status.
+    fn events_of(&self, types: &[&str], status: Option<Status>) -> Result<Vec<Event>, StoreError>;
+    /// The newest event whose type is one of `types` and that `keep` accepts, reading
+    /// the log backwards from its end.
+    fn last_event_where(
+        &self,
+        types: &[&str],
+        keep: &dyn Fn(&Event) -> bool,
+    ) -> Result<Option<Event>, StoreError>;
+    /// The sequence number of the newest event (0 for an empty log).
+    fn last_seq(&self) -> Result<u64, StoreError>;
+    /// The tasks with an event after `seq` (sorted, each once) and the newest event's
+    /// sequence number: what changed since a reader last looked.
+    fn changed_since(&self, seq: u64) -> Result<(Vec<TaskId>, u64), StoreError>;
     /// Commits a batch atomically and durably; returns its events with their sequence
     /// numbers.
     fn commit(&self, batch: Batch) -> Result<Vec<Event>, StoreError>;
@@ -162,6 +202,130 @@ pub trait Store {
         }
     }
 }
+
+/// One row of the tally ([`Store::tally`]): `n` children of `parent` (`None`: tasks
+/// without a parent) are stored in `status` with `passes`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tally {
+    /// The parent named by the children (it may not exist as a task).
+    pub parent: Option<TaskId>,
+    /// Their stored status.
+    pub status: Status,
+    /// Their stored `passes`.
+    pub passes: bool,
+    /// How many.
+    pub n: u64,
+}
+
+/// The columns kept beside a task, as both backends write them: the parent, the order,
+/// the stored `passes`, attempts and `max_attempts`, the title, the dependencies
+/// (space-separated ids) and whether the task is active.
+pub(crate) struct HeadColumns {
+    pub(crate) parent: Option<String>,
+    pub(crate) order: i64,
+    pub(crate) passes: bool,
+    pub(crate) attempts: i64,
+    pub(crate) max_attempts: i64,
+    pub(crate) title: String,
+    pub(crate) deps: String,
+    pub(crate) active: bool,
+}
+
+impl HeadColumns {
+    pub(crate) fn of(t: &Task) -> HeadColumns {
+        let h = t.head();
+        HeadColumns {
+            parent: h.parent.map(|p| p.as_str().to_owned()),
+            order: h.order,
+            passes: h.passes,
+            attempts: i64::from(h.attempts),
+            max_attempts: i64::from(h.max_attempts),
+            title: h.title,
+            deps: h
+                .depends_on
+                .iter()
+                .map(|d| d.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            active: h.active,
+        }
+    }
+}
+
+/// A head read back from its columns (in the order [`HEAD_COLUMNS`] lists them).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_head(
+    id: &str,
+    parent: Option<&str>,
+    order: i64,
+    status: &str,
+    passes: bool,
+    attempts: i64,
+    max_attempts: i64,
+    title: String,
+    deps: &str,
+    active: bool,
+) -> Result<TaskHead, StoreError> {
+    let bad = |detail: String| StoreError::Decode {
+        what: format!("the head columns of task {id}"),
+        detail,
+    };
+    let tid = |s: &str| TaskId::new(s).map_err(|e| bad(e.to_string()));
+    Ok(TaskHead {
+        id: tid(id)?,
+        parent: parent.map(tid).transpose()?,
+        order,
+        status: Status::parse(status).ok_or_else(|| bad(format!("status {status:?}")))?,
+        passes,
+        attempts: u32::try_from(attempts).map_err(|e| bad(e.to_string()))?,
+        max_attempts: u32::try_from(max_attempts).map_err(|e| bad(e.to_string()))?,
+        title,
+        depends_on: deps
+            .split(' ')
+            .filter(|d| !d.is_empty())
+            .map(tid)
+            .collect::<Result<_, _>>()?,
+        active,
+    })
+}
+
+/// A tally row read back (`''` is no parent).
+pub(crate) fn tally_row(
+    parent: &str,
+    status: &str,
+    passes: bool,
+    n: i64,
+) -> Result<Tally, StoreError> {
+    let bad = |detail: String| StoreError::Decode {
+        what: format!("the tally of {parent:?}"),
+        detail,
+    };
+    Ok(Tally {
+        parent: match parent {
+            "" => None,
+            p => Some(TaskId::new(p).map_err(|e| bad(e.to_string()))?),
+        },
+        status: Status::parse(status).ok_or_else(|| bad(format!("status {status:?}")))?,
+        passes,
+        n: u64::try_from(n).map_err(|e| bad(e.to_string()))?,
+    })
+}
+
+/// A task decoded from its stored body.
+pub(crate) fn decode_task(id: &str, body: &str) -> Result<Task, StoreError> {
+    serde_json::from_str(body).map_err(|e| StoreError::Decode {
+        what: format!("task {id}"),
+        detail: e.to_string(),
+    })
+}
+
+/// The head columns, as every head query selects them.
+pub(crate) const HEAD_COLUMNS: &str =
+    "id, parent, ord, status, passes, attempts, max_attempts, title, deps, active";
+
+/// The event types that can move a task's status or create it, for readers of the log
+/// that need only those (STATE.md's durations).
+pub const LIFECYCLE_EVENTS: &[&str] = &["task.created", "status.changed", "auto.advanced"];
 
 /// A runner's claim on a task.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -291,6 +455,8 @@ pub(crate) enum Migration {
     /// (`warden_core::event::apply`): rows are a materialised view of the log, and
     /// `warden check` must keep finding them equal to it.
     Refold,
+    /// The head columns ([`HeadColumns`]) written for every task from its stored body.
+    Heads,
 }
 
 impl Migration {
@@ -299,7 +465,7 @@ impl Migration {
     pub(crate) fn sql(&self) -> &'static str {
         match self {
             Migration::Sql(s) => s,
-            Migration::Refold => "",
+            Migration::Refold | Migration::Heads => "",
         }
     }
 }

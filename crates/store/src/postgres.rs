@@ -16,12 +16,13 @@ use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, GenericClient, NoTls, Statement};
 use warden_core::event::Event;
+use warden_core::head::TaskHead;
 use warden_core::memory::Memory;
-use warden_core::model::{Task, TaskId};
+use warden_core::model::{Status, Task, TaskId};
 
 use crate::Migration;
 use crate::memory_rows::{AllMemory, push_item};
-use crate::{Batch, Lease, Store, StoreError, redact_url};
+use crate::{Batch, HeadColumns, Lease, Store, StoreError, Tally, decode_head, redact_url};
 
 /// Schema migrations, applied in order; `warden_schema` holds the numbers applied.
 const MIGRATIONS: &[Migration] = &[
@@ -92,7 +93,67 @@ const MIGRATIONS: &[Migration] = &[
     ),
     // 3: the rows rebuilt from the log because the fold changed (as SQLite's 4).
     Migration::Refold,
+    // 4-6: the head columns, filled, their indexes and the tally (as SQLite's 5-7; the
+    // tally is kept by one trigger function; it is written only under the change
+    // counter's lock, which every commit holds, so its rows never deadlock).
+    Migration::Sql(
+        "ALTER TABLE tasks
+        ADD COLUMN parent text COLLATE \"C\",
+        ADD COLUMN ord bigint NOT NULL DEFAULT 0,
+        ADD COLUMN passes boolean NOT NULL DEFAULT false,
+        ADD COLUMN attempts bigint NOT NULL DEFAULT 0,
+        ADD COLUMN max_attempts bigint NOT NULL DEFAULT 0,
+        ADD COLUMN title text NOT NULL DEFAULT '',
+        ADD COLUMN deps text NOT NULL DEFAULT '',
+        ADD COLUMN active boolean NOT NULL DEFAULT false;",
+    ),
+    Migration::Heads,
+    Migration::Sql(
+        "CREATE INDEX tasks_tree ON tasks (parent, ord, id) INCLUDE (status, passes);
+    CREATE INDEX tasks_by_status ON tasks (status, id);
+    CREATE INDEX tasks_active ON tasks (id) WHERE active;
+    CREATE INDEX events_by_type ON events (type, seq);
+    CREATE TABLE tally (
+        parent text COLLATE \"C\" NOT NULL,
+        status text NOT NULL,
+        passes boolean NOT NULL,
+        n bigint NOT NULL,
+        PRIMARY KEY (parent, status, passes)
+    );
+    INSERT INTO tally (parent, status, passes, n)
+        SELECT coalesce(parent, ''), status, passes, count(*) FROM tasks GROUP BY 1, 2, 3;
+    CREATE FUNCTION warden_tally() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE tally SET n = n - 1
+                WHERE parent = coalesce(OLD.parent, '') AND status = OLD.status
+                  AND passes = OLD.passes;
+            DELETE FROM tally WHERE n = 0 AND parent = coalesce(OLD.parent, '')
+                AND status = OLD.status AND passes = OLD.passes;
+        END IF;
+        IF TG_OP IN ('UPDATE', 'INSERT') THEN
+            INSERT INTO tally (parent, status, passes, n)
+                VALUES (coalesce(NEW.parent, ''), NEW.status, NEW.passes, 1)
+                ON CONFLICT (parent, status, passes) DO UPDATE SET n = tally.n + 1;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER tally_rows AFTER INSERT OR DELETE ON tasks
+        FOR EACH ROW EXECUTE FUNCTION warden_tally();
+    CREATE TRIGGER tally_update AFTER UPDATE OF parent, status, passes ON tasks
+        FOR EACH ROW WHEN (OLD.parent IS DISTINCT FROM NEW.parent
+            OR OLD.status <> NEW.status OR OLD.passes <> NEW.passes)
+        EXECUTE FUNCTION warden_tally();",
+    ),
 ];
+
+/// Where [`Migration::Heads`] sits: a refold after it writes the head columns too.
+fn heads_at() -> usize {
+    MIGRATIONS
+        .iter()
+        .position(|m| matches!(m, Migration::Heads))
+        .unwrap_or(usize::MAX)
+}
 
 /// The `LISTEN`/`NOTIFY` channel every commit signals.
 pub const CHANNEL: &str = "warden_changes";
@@ -311,6 +372,18 @@ impl PgStore {
                             ],
                         )
                         .map_err(|e| self.err(e))?;
+                        if i > heads_at() {
+                            self.write_heads(&mut tx, &t)?;
+                        }
+                    }
+                }
+                Migration::Heads => {
+                    let rows = tx
+                        .query("SELECT id, body FROM tasks", &[])
+                        .map_err(|e| self.err(e))?;
+                    for r in rows {
+                        let t = self.decode_task(r.get(0), r.get(1))?;
+                        self.write_heads(&mut tx, &t)?;
                     }
                 }
             }
@@ -321,6 +394,100 @@ impl PgStore {
             .map_err(|e| self.err(e))?;
         }
         tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// Writes a task's head columns (see [`HeadColumns`]) into its row.
+    fn write_heads(&self, tx: &mut postgres::Transaction<'_>, t: &Task) -> Result<(), StoreError> {
+        let h = HeadColumns::of(t);
+        tx.execute(
+            "UPDATE tasks SET parent = $2, ord = $3, passes = $4, attempts = $5,
+               max_attempts = $6, title = $7, deps = $8, active = $9 WHERE id = $1",
+            &[
+                &t.id().as_str(),
+                &h.parent,
+                &h.order,
+                &h.passes,
+                &h.attempts,
+                &h.max_attempts,
+                &h.title,
+                &h.deps,
+                &h.active,
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Tasks decoded from `(id, body)` rows of a prepared query.
+    fn query_tasks(
+        &self,
+        sql: &'static str,
+        p: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Task>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, sql)?;
+        let rows = c.query(&q, p).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| crate::decode_task(r.get(0), r.get(1)))
+            .collect()
+    }
+
+    /// Heads from rows of a prepared query that selects [`HEAD_COLUMNS`].
+    fn query_heads(
+        &self,
+        sql: &'static str,
+        p: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<TaskHead>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, sql)?;
+        let rows = c.query(&q, p).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                decode_head(
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    r.get(3),
+                    r.get(4),
+                    r.get(5),
+                    r.get(6),
+                    r.get(7),
+                    r.get(8),
+                    r.get(9),
+                )
+            })
+            .collect()
+    }
+
+    fn query_tally(&self, sql: &'static str) -> Result<Vec<Tally>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, sql)?;
+        let rows = c.query(&q, &[]).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| crate::tally_row(r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect()
+    }
+
+    fn query_events(
+        &self,
+        sql: &'static str,
+        p: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Event>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, sql)?;
+        let rows = c.query(&q, p).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                crate::sqlite::decode_event(
+                    r.get(0),
+                    r.get(1),
+                    r.get(2),
+                    r.get(3),
+                    r.get(4),
+                    r.get(5),
+                )
+            })
+            .collect()
     }
 
     fn decode_task(&self, id: &str, body: &str) -> Result<Task, StoreError> {
@@ -522,12 +689,7 @@ impl Store for PgStore {
     }
 
     fn list(&self) -> Result<Vec<Task>, StoreError> {
-        let mut c = self.client()?;
-        let q = self.stmt(&mut *c, "SELECT id, body FROM tasks ORDER BY id")?;
-        let rows = c.query(&q, &[]).map_err(|e| self.err(e))?;
-        rows.iter()
-            .map(|r| self.decode_task(r.get(0), r.get(1)))
-            .collect()
+        self.query_tasks("SELECT id, body FROM tasks ORDER BY id", &[])
     }
 
     fn events(&self, task: Option<&TaskId>) -> Result<Vec<Event>, StoreError> {
@@ -608,6 +770,154 @@ impl Store for PgStore {
         Ok(row.map(|r| r.get(0)))
     }
 
+    fn get_many(&self, ids: &[TaskId]) -> Result<Vec<Task>, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+        self.query_tasks(
+            "SELECT id, body FROM tasks WHERE id = ANY($1) ORDER BY id",
+            &[&ids],
+        )
+    }
+
+    fn page(&self, after: Option<&TaskId>, limit: usize) -> Result<Vec<Task>, StoreError> {
+        self.query_tasks(
+            "SELECT id, body FROM tasks WHERE $1::text IS NULL OR id > $1 ORDER BY id LIMIT $2",
+            &[&after.map(|a| a.as_str()), &(limit as i64)],
+        )
+    }
+
+    fn with_status(&self, status: Status) -> Result<Vec<Task>, StoreError> {
+        self.query_tasks(
+            "SELECT id, body FROM tasks WHERE status = $1 ORDER BY id",
+            &[&status.as_str()],
+        )
+    }
+
+    fn active(&self) -> Result<Vec<Task>, StoreError> {
+        self.query_tasks("SELECT id, body FROM tasks WHERE active ORDER BY id", &[])
+    }
+
+    fn heads(&self, ids: &[TaskId]) -> Result<Vec<TaskHead>, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+        self.query_heads(
+            "SELECT id, parent, ord, status, passes, attempts, max_attempts, title, deps, active
+             FROM tasks WHERE id = ANY($1) ORDER BY id",
+            &[&ids],
+        )
+    }
+
+    fn all_heads(&self) -> Result<Vec<TaskHead>, StoreError> {
+        self.query_heads(
+            "SELECT id, parent, ord, status, passes, attempts, max_attempts, title, deps, active
+             FROM tasks ORDER BY id",
+            &[],
+        )
+    }
+
+    fn children(&self, id: &TaskId) -> Result<Vec<TaskHead>, StoreError> {
+        self.query_heads(
+            "SELECT id, parent, ord, status, passes, attempts, max_attempts, title, deps, active
+             FROM tasks WHERE parent = $1 ORDER BY ord, id",
+            &[&id.as_str()],
+        )
+    }
+
+    fn descendants(&self, id: &TaskId) -> Result<Vec<TaskHead>, StoreError> {
+        self.query_heads(
+            "WITH RECURSIVE below(id) AS (
+               SELECT id FROM tasks WHERE parent = $1
+               UNION SELECT t.id FROM tasks t JOIN below b ON t.parent = b.id)
+             SELECT id, parent, ord, status, passes, attempts, max_attempts, title, deps, active
+             FROM tasks WHERE id IN (SELECT id FROM below) ORDER BY id",
+            &[&id.as_str()],
+        )
+    }
+
+    fn tally(&self) -> Result<Vec<Tally>, StoreError> {
+        self.query_tally("SELECT parent, status, passes, n FROM tally ORDER BY 1, 2, 3")
+    }
+
+    fn recount(&self) -> Result<Vec<Tally>, StoreError> {
+        self.query_tally(
+            "SELECT coalesce(parent, ''), status, passes, count(*) FROM tasks
+             GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+        )
+    }
+
+    fn events_of(&self, types: &[&str], status: Option<Status>) -> Result<Vec<Event>, StoreError> {
+        match status {
+            Some(st) => self.query_events(
+                "SELECT e.seq, e.at, e.task, e.version, e.actor, e.body
+                 FROM tasks t JOIN events e ON e.task = t.id
+                 WHERE t.status = $2 AND e.type = ANY($1) ORDER BY e.seq",
+                &[&types, &st.as_str()],
+            ),
+            None => self.query_events(
+                "SELECT seq, at, task, version, actor, body FROM events
+                 WHERE type = ANY($1) ORDER BY seq",
+                &[&types],
+            ),
+        }
+    }
+
+    fn last_event_where(
+        &self,
+        types: &[&str],
+        keep: &dyn Fn(&Event) -> bool,
+    ) -> Result<Option<Event>, StoreError> {
+        // Each type read backwards through its index, a page of rows at a time, until
+        // one is kept: the newest of those is the answer.
+        let mut best: Option<Event> = None;
+        for ty in types {
+            let mut before = i64::MAX;
+            'pages: loop {
+                let after = best.as_ref().map_or(0, |e| e.seq as i64);
+                let page = self.query_events(
+                    "SELECT seq, at, task, version, actor, body FROM events
+                     WHERE type = $1 AND seq > $2 AND seq < $3 ORDER BY seq DESC LIMIT 64",
+                    &[ty, &after, &before],
+                )?;
+                let Some(last) = page.last() else { break };
+                before = last.seq as i64;
+                for ev in page {
+                    if keep(&ev) {
+                        best = Some(ev);
+                        break 'pages;
+                    }
+                }
+            }
+        }
+        Ok(best)
+    }
+
+    fn last_seq(&self) -> Result<u64, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, "SELECT coalesce(max(seq), 0) FROM events")?;
+        let row = c.query_one(&q, &[]).map_err(|e| self.err(e))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn changed_since(&self, seq: u64) -> Result<(Vec<TaskId>, u64), StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(
+            &mut *c,
+            "SELECT coalesce(max(seq), $1), coalesce(array_agg(DISTINCT task), '{}')
+             FROM events WHERE seq > $1",
+        )?;
+        let row = c.query_one(&q, &[&(seq as i64)]).map_err(|e| self.err(e))?;
+        let last: i64 = row.get(0);
+        let tasks: Vec<String> = row.get(1);
+        let ids = tasks
+            .iter()
+            .map(|t| {
+                TaskId::new(t).map_err(|e| StoreError::Decode {
+                    what: format!("event of task {t}"),
+                    detail: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((ids, last as u64))
+    }
+
     fn commit(&self, batch: Batch) -> Result<Vec<Event>, StoreError> {
         let mut c = self.client()?;
         let mut tx = c.transaction().map_err(|e| self.err(e))?;
@@ -666,12 +976,17 @@ impl Store for PgStore {
         )?;
         let insert_task = self.stmt(
             &mut tx,
-            "INSERT INTO tasks (id, status, version, body) VALUES ($1, $2, $3, $4)
+            "INSERT INTO tasks (id, status, version, body, parent, ord, passes, attempts,
+               max_attempts, title, deps, active)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT (id) DO NOTHING",
         )?;
         let update_task = self.stmt(
             &mut tx,
-            "UPDATE tasks SET status = $2, version = $3, body = $4 WHERE id = $1",
+            "UPDATE tasks SET status = $2, version = $3, body = $4, parent = $5, ord = $6,
+               passes = $7, attempts = $8, max_attempts = $9, title = $10, deps = $11,
+               active = $12
+             WHERE id = $1",
         )?;
         let mut out = Vec::new();
         for ch in &batch.changes {
@@ -709,11 +1024,20 @@ impl Store for PgStore {
             }
             match &ch.after {
                 Some(t) => {
-                    let params: [&(dyn postgres::types::ToSql + Sync); 4] = [
+                    let h = HeadColumns::of(t);
+                    let params: [&(dyn postgres::types::ToSql + Sync); 12] = [
                         &t.id().as_str(),
                         &t.status().as_str(),
                         &(t.version() as i64),
                         &json(t)?,
+                        &h.parent,
+                        &h.order,
+                        &h.passes,
+                        &h.attempts,
+                        &h.max_attempts,
+                        &h.title,
+                        &h.deps,
+                        &h.active,
                     ];
                     if found.is_none() {
                         let n = tx.execute(&insert_task, &params).map_err(|e| self.err(e))?;
@@ -1137,6 +1461,56 @@ mod tests {
         }
         let s = PgStore::open(&db.url, 5000).unwrap();
         crate::memory_rows::check_migrated(&s);
+    }
+
+    /// A database from before the head columns gets them and the tally, computed from
+    /// the stored tasks (as SQLite's `version_4_rows_get_their_heads_and_tally`).
+    #[test]
+    fn version_3_rows_get_their_heads_and_tally() {
+        use warden_core::model::{TaskSpec, WorkflowKind};
+        use warden_core::ops::{self, Ctx, Initial};
+        let Some(db) = testing::database("version_3_rows_get_their_heads_and_tally") else {
+            return;
+        };
+        {
+            let mut c = Client::connect(&db.url, postgres::NoTls).unwrap();
+            let mut tx = c.transaction().unwrap();
+            tx.batch_execute(MIGRATIONS[0].sql()).unwrap();
+            tx.batch_execute(MIGRATIONS[1].sql()).unwrap();
+            tx.batch_execute(
+                "CREATE TABLE warden_schema (version integer PRIMARY KEY);
+                 INSERT INTO warden_schema VALUES (1), (2), (3);",
+            )
+            .unwrap();
+            let ctx = Ctx::fixed(warden_core::event::Actor::Person);
+            for (id, parent) in [("g", None), ("a", Some("g")), ("b", Some("g"))] {
+                let mut spec = TaskSpec::new(TaskId::new(id).unwrap(), WorkflowKind::Review, 3);
+                spec.parent = parent.map(|p| TaskId::new(p).unwrap());
+                let t = ops::create(spec, Initial::NEW, &ctx)
+                    .unwrap()
+                    .after
+                    .unwrap();
+                tx.execute(
+                    "INSERT INTO tasks (id, status, version, body) VALUES ($1, $2, $3, $4)",
+                    &[
+                        &t.id().as_str(),
+                        &t.status().as_str(),
+                        &(t.version() as i64),
+                        &json(&t).unwrap(),
+                    ],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let s = PgStore::open(&db.url, 5000).unwrap();
+        let tasks = s.list().unwrap();
+        assert_eq!(
+            s.all_heads().unwrap(),
+            tasks.iter().map(|t| t.head()).collect::<Vec<_>>()
+        );
+        assert_eq!(s.tally().unwrap(), s.recount().unwrap());
+        assert_eq!(s.children(&TaskId::new("g").unwrap()).unwrap().len(), 2);
     }
 
     #[test]

@@ -493,6 +493,139 @@ fn data_version_changes_and_wakes_waiters(open: Open) {
     assert!(b.get(&tid("b")).unwrap().is_some(), "the change is visible");
 }
 
+fn created_under(id: &str, parent: Option<&str>, order: i64) -> Change {
+    let mut spec = TaskSpec::new(tid(id), WorkflowKind::Direct, 3);
+    spec.parent = parent.map(tid);
+    spec.order = order;
+    spec.title = format!("Task {id}");
+    ops::create(spec, Initial::NEW, &ctx()).unwrap()
+}
+
+/// The tally against the rows, and every head against the task it was written from.
+fn check_heads(s: &dyn Store) {
+    assert_eq!(
+        s.tally().unwrap(),
+        s.recount().unwrap(),
+        "the tally is kept"
+    );
+    let tasks = s.list().unwrap();
+    let heads: Vec<_> = tasks.iter().map(|t| t.head()).collect();
+    assert_eq!(s.all_heads().unwrap(), heads);
+    let active: Vec<_> = tasks.iter().filter(|t| !t.at_rest()).cloned().collect();
+    assert_eq!(s.active().unwrap(), active);
+}
+
+/// The head columns, the tally and the targeted reads agree with the tasks themselves
+/// through creations, moves, status changes and removals.
+fn heads_tally_and_targeted_reads(open: Open) {
+    let s = open();
+    s.commit(batch(vec![
+        created_under("g", None, 0),
+        created_under("b", Some("g"), 2),
+        created_under("a", Some("g"), 2),
+        created_under("c", Some("g"), 1),
+        created_under("d", Some("a"), 0),
+        created_under("solo", None, 1),
+    ]))
+    .unwrap();
+    check_heads(&*s);
+    let seq0 = s.last_seq().unwrap();
+    assert_eq!(seq0, s.events(None).unwrap().last().unwrap().seq);
+    // Children in (order, id) order; descendants by id; heads of those that exist.
+    let kids: Vec<String> = s
+        .children(&tid("g"))
+        .unwrap()
+        .iter()
+        .map(|h| h.id.to_string())
+        .collect();
+    assert_eq!(kids, ["c", "a", "b"]);
+    let below: Vec<String> = s
+        .descendants(&tid("g"))
+        .unwrap()
+        .iter()
+        .map(|h| h.id.to_string())
+        .collect();
+    assert_eq!(below, ["a", "b", "c", "d"]);
+    let some: Vec<String> = s
+        .heads(&[tid("solo"), tid("nope"), tid("d")])
+        .unwrap()
+        .iter()
+        .map(|h| h.id.to_string())
+        .collect();
+    assert_eq!(some, ["d", "solo"]);
+    let got: Vec<String> = s
+        .get_many(&[tid("c"), tid("nope"), tid("b")])
+        .unwrap()
+        .iter()
+        .map(|t| t.id().to_string())
+        .collect();
+    assert_eq!(got, ["b", "c"]);
+    // Every task a page at a time.
+    let mut paged = Vec::new();
+    let mut after: Option<TaskId> = None;
+    loop {
+        let page = s.page(after.as_ref(), 4).unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.id().clone());
+        paged.extend(page);
+    }
+    assert_eq!(paged, s.list().unwrap());
+    // A status change, a move to another parent, a removal.
+    s.commit(batch(vec![to_working(&*s, "d"), to_working(&*s, "c")]))
+        .unwrap();
+    let b = s.get(&tid("b")).unwrap().unwrap();
+    let mut moved = b.spec.clone();
+    moved.parent = Some(tid("solo"));
+    s.commit(batch(vec![ops::edit(&b, moved, &ctx()).unwrap()]))
+        .unwrap();
+    let solo_kids = s.children(&tid("solo")).unwrap();
+    assert_eq!(solo_kids.len(), 1);
+    assert_eq!(solo_kids[0].id, tid("b"));
+    let c = s.get(&tid("c")).unwrap().unwrap();
+    let removed =
+        ops::record(&c, vec![warden_core::event::EventKind::TaskRemoved], &ctx()).unwrap();
+    assert!(removed.after.is_none());
+    s.commit(batch(vec![removed])).unwrap();
+    check_heads(&*s);
+    let working: Vec<String> = s
+        .with_status(Status::Working)
+        .unwrap()
+        .iter()
+        .map(|t| t.id().to_string())
+        .collect();
+    assert_eq!(working, ["d"]);
+    // What changed since the first look, and the log by type.
+    let (changed, seq1) = s.changed_since(seq0).unwrap();
+    let changed: Vec<String> = changed.iter().map(|t| t.to_string()).collect();
+    assert_eq!(changed, ["b", "c", "d"]);
+    assert_eq!(seq1, s.last_seq().unwrap());
+    assert_eq!(s.changed_since(seq1).unwrap(), (Vec::new(), seq1));
+    let lifecycle = s.events_of(warden_store::LIFECYCLE_EVENTS, None).unwrap();
+    assert_eq!(lifecycle.len(), 6 + 2, "six creations, two status changes");
+    let of_working = s
+        .events_of(warden_store::LIFECYCLE_EVENTS, Some(Status::Working))
+        .unwrap();
+    assert_eq!(
+        of_working
+            .iter()
+            .map(|e| e.task.as_str())
+            .collect::<Vec<_>>(),
+        ["d", "d"]
+    );
+    let last_change = s
+        .last_event_where(&["status.changed", "task.created"], &|e| {
+            e.kind.transition().is_some()
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(last_change.task.as_str(), "c");
+    assert!(
+        s.last_event_where(&["guard.ran"], &|_| true)
+            .unwrap()
+            .is_none()
+    );
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -536,6 +669,7 @@ conformance!(
     memory_round_trip,
     events_keep_their_order,
     data_version_changes_and_wakes_waiters,
+    heads_tally_and_targeted_reads,
 );
 
 /// A temporary directory, removed on drop.

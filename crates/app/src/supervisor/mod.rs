@@ -9,6 +9,7 @@
 //! [`leases`] claims and renews tasks, [`step`] performs one action, [`host`] is the
 //! `warden session-run` process that hosts a process session.
 
+mod board;
 mod host;
 mod leases;
 mod step;
@@ -25,7 +26,6 @@ use warden_core::event::Actor;
 use warden_core::failure::{ExitCode, Failure};
 use warden_core::model::{Status, Task, TaskId};
 use warden_core::schedule::{self, Action, Liveness, View};
-use warden_core::tree::TreeIndex;
 use warden_runner::git::Repo;
 use warden_runner::{pipeline, session};
 use warden_store::{EngineError, Fence, StoreError, Workspace, config, files};
@@ -37,6 +37,7 @@ pub use leases::owner_id;
 pub(crate) use leases::{pid_alive, this_host};
 pub use step::stop_session;
 
+use board::{Board, Changes, Seen};
 use step::Step;
 
 /// How sessions run.
@@ -161,16 +162,6 @@ pub enum Outcome {
     },
 }
 
-/// What is compared between two looks at a task to find its outcomes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Seen {
-    status: Status,
-    crash_count: u32,
-    attempts: u32,
-    dead: bool,
-    healing: Option<warden_core::model::Phase>,
-}
-
 /// How a run ended (`--until-idle`): what is left and the exit code a script acts on.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Idle {
@@ -267,8 +258,12 @@ pub struct Supervisor {
     stop: Arc<AtomicBool>,
     /// The 0600 file holding the store's secrets for Warden's calls from sessions.
     credentials: Option<PathBuf>,
-    /// Every task at the last look, for its outcomes.
-    seen: BTreeMap<TaskId, Seen>,
+    /// What the supervisor keeps of the store between passes (built when the run
+    /// starts).
+    board: Board,
+    /// Tasks at rest with a session whose end is recorded but whose program was seen
+    /// running: looked at every pass until it is gone.
+    watch: BTreeSet<TaskId>,
     /// When each open session was first seen, for the display.
     since: BTreeMap<String, Timestamp>,
     /// The in-flight set last written to continue.md.
@@ -295,6 +290,8 @@ struct Pass {
     busy: bool,
     /// The earliest time the scheduler asked to look again.
     wake: Option<Timestamp>,
+    /// The tasks the pass looked at, in full, in tree order.
+    looked: Vec<Task>,
 }
 
 impl Supervisor {
@@ -320,7 +317,8 @@ impl Supervisor {
             last_renew: Instant::now(),
             stop,
             credentials,
-            seen: BTreeMap::new(),
+            board: Board::default(),
+            watch: BTreeSet::new(),
             since: BTreeMap::new(),
             in_flight: None,
             _presence,
@@ -346,6 +344,16 @@ impl Supervisor {
             max_parallel: self.opts.max_parallel,
             resumed,
         });
+        // Every task read once, a page at a time; from here on only what changes.
+        let running_panes = self.running_panes();
+        let mut watch = BTreeSet::new();
+        self.board = Board::build(&*self.app.eng.store, |t| {
+            if t.at_rest() && !self.ghosts(t, &running_panes).is_empty() {
+                watch.insert(t.id().clone());
+            }
+        })
+        .map_err(Failure::from)?;
+        self.watch = watch;
         let mut last_version = u64::MAX;
         let mut last_active: Vec<(TaskId, Status, String)> = Vec::new();
         let mut last_sweep = Instant::now() - SWEEP;
@@ -353,7 +361,8 @@ impl Supervisor {
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 self.release_all();
-                self.write_continue("interrupted by a signal");
+                let looked = self.in_flight_tasks();
+                self.write_continue(&looked, "interrupted by a signal");
                 on_event(RunEvent::Stopping);
                 return Ok(None);
             }
@@ -367,19 +376,24 @@ impl Supervisor {
                     last_sweep = Instant::now();
                     self.sweep_tmux();
                 }
-                let tasks = self.app.tasks()?;
-                let idx = TreeIndex::new(&tasks);
-                self.report_moves(&idx, on_event);
-                let pass = self.pass(&idx, on_event)?;
+                let changes = self
+                    .board
+                    .update(&*self.app.eng.store)
+                    .map_err(Failure::from)?;
+                self.report_moves(changes, on_event);
+                let pass = self.pass(on_event)?;
                 wake = pass.wake;
-                let active = self.active(&idx);
+                let active = self.active(&pass.looked);
                 let key: Vec<(TaskId, Status, String)> = active
                     .iter()
                     .map(|a| (a.id.clone(), a.status, a.what.clone()))
                     .collect();
                 if key != last_active {
                     last_active = key;
-                    self.write_continue("the run was killed (kill -9, a crash or a lost machine)");
+                    self.write_continue(
+                        &pass.looked,
+                        "the run was killed (kill -9, a crash or a lost machine)",
+                    );
                     on_event(RunEvent::Active { tasks: active });
                 }
                 if self.opts.until_idle && !pass.busy && self.jobs.is_empty() {
@@ -389,7 +403,7 @@ impl Supervisor {
                         // STATE.md names the resume file while there is one.
                         self.app.eng.sync_state_md();
                     }
-                    let idle = idle_summary(&idx);
+                    let idle = idle_summary(&self.board);
                     on_event(RunEvent::Idle(idle.clone()));
                     return Ok(Some(idle));
                 }
@@ -466,30 +480,56 @@ impl Supervisor {
     }
 
     /// Says what happened to each task since the last look, as outcomes.
-    fn report_moves(&mut self, idx: &TreeIndex<'_>, on_event: &mut dyn FnMut(RunEvent)) {
-        let first = self.seen.is_empty();
+    fn report_moves(&mut self, changes: Changes, on_event: &mut dyn FnMut(RunEvent)) {
         let limits = self.app.eng.config.limits;
-        let mut now: BTreeMap<TaskId, Seen> = BTreeMap::new();
-        for t in idx.depth_first() {
-            let leaf = idx.is_leaf(t.id());
-            let cur = Seen {
-                status: idx.status(t),
-                crash_count: t.crash_count(),
-                attempts: t.attempts(),
-                dead: t.is_dead(),
-                healing: t.healing(),
-            };
-            let before = self.seen.get(t.id()).cloned();
-            now.insert(t.id().clone(), cur.clone());
-            if first {
+        let running_panes = self.running_panes();
+        for m in changes.moved {
+            let Some(t) = m.task else { continue };
+            // A task at rest whose recorded-ended session still runs is looked at every
+            // pass until it is gone.
+            if t.at_rest() && !self.ghosts(&t, &running_panes).is_empty() {
+                self.watch.insert(t.id().clone());
+            }
+            let Some(before) = m.before else { continue };
+            if !m.leaf {
                 continue;
             }
-            let Some(before) = before else { continue };
-            for o in outcomes(t, leaf, &before, &cur, &limits) {
+            for o in outcomes(&t, &before, &Seen::of(&t), &limits) {
                 on_event(RunEvent::Outcome(o));
             }
         }
-        self.seen = now;
+        for task in changes.groups_done {
+            on_event(RunEvent::Outcome(Outcome::GroupDone { task }));
+        }
+    }
+
+    /// The tmux panes whose program runs (none outside tmux mode).
+    fn running_panes(&self) -> BTreeSet<String> {
+        let socket = tmux_socket(self.app.ws());
+        if !socket.exists() {
+            return BTreeSet::new();
+        }
+        session::tmux_list(&socket)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| !p.dead)
+            .map(|p| p.name)
+            .collect()
+    }
+
+    /// The last two sessions of `t` whose end is recorded, if one's program still runs.
+    fn ghosts(&self, t: &Task, running_panes: &BTreeSet<String>) -> Vec<String> {
+        t.sessions()
+            .iter()
+            .rev()
+            .take(2)
+            .filter(|r| {
+                r.ended
+                    && (running_panes.contains(&session::tmux_session_name(&r.id))
+                        || host::group_alive(&SessionFiles::of(self.app.ws(), t.id(), &r.id)))
+            })
+            .map(|r| r.id.clone())
+            .collect()
     }
 
     /// What the runner sees of one open session.
@@ -503,12 +543,12 @@ impl Supervisor {
         Liveness::Gone
     }
 
-    /// One pass over every task: asks the scheduler, claims leases, starts steps.
-    fn pass(
-        &mut self,
-        idx: &TreeIndex<'_>,
-        on_event: &mut dyn FnMut(RunEvent),
-    ) -> Result<Pass, Failure> {
+    /// One pass: asks the scheduler about every task that can need something — those
+    /// not at rest, those with a step running, leased or watched, done ones whose
+    /// worktree is still there, and the first pending leaves ready to start, in tree
+    /// order — claims leases and starts steps. Every other task is at rest with nothing
+    /// to do, and is not read.
+    fn pass(&mut self, on_event: &mut dyn FnMut(RunEvent)) -> Result<Pass, Failure> {
         let now = Timestamp::now();
         let limits = self.app.eng.config.limits;
         let socket = tmux_socket(self.app.ws());
@@ -538,14 +578,53 @@ impl Supervisor {
             })
             .map(|l| l.task)
             .collect();
+        // The tasks that can need something, in full.
+        let mut ids: BTreeSet<TaskId> = self.board.active().keys().cloned().collect();
+        ids.extend(self.jobs.keys().cloned());
+        ids.extend(self.leased.keys().cloned());
+        ids.extend(self.watch.iter().cloned());
+        if self.repo.is_some() {
+            ids.extend(
+                board::dir_ids(&self.app.ws().dir.join("worktrees"))
+                    .into_iter()
+                    .filter(|id| self.board.shown(id).is_some_and(|(s, _)| s == Status::Done)),
+            );
+        }
+        let mut looked: Vec<Task> = Vec::with_capacity(ids.len());
+        let mut fetch: Vec<TaskId> = Vec::new();
+        for id in &ids {
+            match self.board.active().get(id) {
+                Some(t) => looked.push(t.clone()),
+                None => fetch.push(id.clone()),
+            }
+        }
+        looked.extend(self.app.eng.store.get_many(&fetch).map_err(Failure::from)?);
+        // The pending leaves that may start: the first in tree order that nobody works on.
+        let threads = MAX_STEP_THREADS.saturating_sub(self.jobs.len());
+        let ready = self
+            .board
+            .ready(threads.max(1), |id| ids.contains(id) || others.contains(id));
+        let others_ready = others.iter().any(|id| {
+            self.board.is_leaf(id)
+                && self
+                    .board
+                    .shown(id)
+                    .is_some_and(|(s, _)| s == Status::Pending)
+                && self.board.deps_done(id)
+        });
+        looked.extend(self.app.eng.store.get_many(&ready).map_err(Failure::from)?);
+        let rank = |t: &Task| self.board.rank_of(t.id());
+        looked.sort_by_key(rank);
         let mut pass = Pass {
-            busy: false,
+            busy: others_ready,
             wake: None,
+            looked: Vec::new(),
         };
         let mut running = 0usize;
-        let mut wanted: Vec<(&Task, Action)> = Vec::new();
+        let mut wanted: Vec<(TaskId, Action)> = Vec::new();
         let mut release = Vec::new();
-        for t in idx.depth_first() {
+        let mut watch = BTreeSet::new();
+        for t in &looked {
             let id = t.id();
             if self.jobs.contains_key(id) {
                 pass.busy = true;
@@ -553,24 +632,15 @@ impl Supervisor {
                 continue;
             }
             let live = |sid: &str| self.liveness(id, sid, &panes);
-            // The last two sessions whose end is recorded, if one's program still runs.
-            let ghosts: Vec<String> = t
-                .sessions()
-                .iter()
-                .rev()
-                .take(2)
-                .filter(|r| {
-                    r.ended
-                        && (running_panes.contains(&session::tmux_session_name(&r.id))
-                            || host::group_alive(&SessionFiles::of(self.app.ws(), id, &r.id)))
-                })
-                .map(|r| r.id.clone())
-                .collect();
+            let ghosts = self.ghosts(t, &running_panes);
+            if t.at_rest() && !ghosts.is_empty() {
+                watch.insert(id.clone());
+            }
             let view = View {
                 task: t,
                 now,
-                deps_done: idx.deps_done(t),
-                leaf: idx.is_leaf(id),
+                deps_done: self.board.deps_done(id),
+                leaf: self.board.is_leaf(id),
                 worktree: self.repo.is_some() && self.app.ws().worktree(id).is_dir(),
                 live: &live,
                 ghosts: &ghosts,
@@ -601,23 +671,27 @@ impl Supervisor {
                 }
                 action => {
                     pass.busy = true;
-                    wanted.push((t, action));
+                    wanted.push((id.clone(), action));
                 }
             }
         }
+        self.watch = watch;
         for id in release {
             self.release(&id);
         }
-        // Quick steps (a stop, a report, a status change, a cleanup) always run; steps
-        // that start work wait for a slot of --max-parallel.
+        // Tasks under way first, then starts: a start takes a slot of --max-parallel
+        // like the steps that run work, so a run never has more tasks in flight than
+        // that (with 100,000 pending tasks it starts only what it can run). Quick steps
+        // (a stop, a report, a cleanup) always run.
+        wanted.sort_by_key(|(_, a)| *a == Action::Start);
         let slots = self.opts.max_parallel.saturating_sub(running);
-        let threads = MAX_STEP_THREADS.saturating_sub(self.jobs.len());
         let mut heavy = 0usize;
-        let mut chosen: Vec<(&Task, Action)> = Vec::new();
-        for (t, action) in wanted {
+        let mut chosen: Vec<(TaskId, Action)> = Vec::new();
+        for (id, action) in wanted {
             let heavy_step = matches!(
                 action,
-                Action::RunPhase(_)
+                Action::Start
+                    | Action::RunPhase(_)
                     | Action::StartSession { .. }
                     | Action::Finish
                     | Action::ResetWorktree
@@ -631,23 +705,23 @@ impl Supervisor {
             if chosen.len() >= threads {
                 break;
             }
-            chosen.push((t, action));
+            chosen.push((id, action));
         }
-        if chosen.is_empty() {
-            return Ok(pass);
-        }
-        let ids: Vec<TaskId> = chosen.iter().map(|(t, _)| t.id().clone()).collect();
-        let claimed = self.claim(&ids, ids.len()).map_err(Failure::from)?;
-        for (t, action) in chosen {
-            if !claimed.contains(t.id()) {
-                continue;
+        if !chosen.is_empty() {
+            let ids: Vec<TaskId> = chosen.iter().map(|(id, _)| id.clone()).collect();
+            let claimed = self.claim(&ids, ids.len()).map_err(Failure::from)?;
+            for (id, action) in chosen {
+                if !claimed.contains(&id) {
+                    continue;
+                }
+                on_event(RunEvent::Step {
+                    task: id.clone(),
+                    what: action.describe(),
+                });
+                self.start(id, action);
             }
-            on_event(RunEvent::Step {
-                task: t.id().clone(),
-                what: action.describe(),
-            });
-            self.start(t.id().clone(), action);
         }
+        pass.looked = looked;
         Ok(pass)
     }
 
@@ -688,11 +762,12 @@ impl Supervisor {
         );
     }
 
-    /// Tasks being worked on now: a step, or a live session.
-    fn active(&mut self, idx: &TreeIndex<'_>) -> Vec<Active> {
+    /// Tasks being worked on now: a step, or a live session (every such task is among
+    /// those a pass looks at).
+    fn active(&mut self, looked: &[Task]) -> Vec<Active> {
         let mut out = Vec::new();
         let mut seen_sessions = BTreeSet::new();
-        for t in idx.depth_first() {
+        for t in looked {
             if let Some(job) = self.jobs.get(t.id()) {
                 let age = jiff::SignedDuration::try_from(job.since.elapsed()).unwrap_or_default();
                 out.push(Active {
@@ -721,6 +796,20 @@ impl Supervisor {
             }
         }
         self.since.retain(|s, _| seen_sessions.contains(s));
+        out
+    }
+
+    /// The tasks in flight now (not at rest, or with a step running), in full.
+    fn in_flight_tasks(&self) -> Vec<Task> {
+        let mut out: Vec<Task> = self.board.active().values().cloned().collect();
+        let rest: Vec<TaskId> = self
+            .jobs
+            .keys()
+            .filter(|id| !self.board.active().contains_key(*id))
+            .cloned()
+            .collect();
+        out.extend(self.app.eng.store.get_many(&rest).unwrap_or_default());
+        out.sort_by_key(|t| self.board.rank_of(t.id()));
         out
     }
 
@@ -776,9 +865,8 @@ impl Supervisor {
     /// Writes `.warden/continue.md`: what was in flight, and what to do next. Written
     /// whenever the in-flight set changes, so it is there whatever ends the run (a
     /// kill -9 included); removed when a run ends idle.
-    fn write_continue(&mut self, why: &str) {
-        let Ok(tasks) = self.app.tasks() else { return };
-        let active: Vec<&Task> = tasks
+    fn write_continue(&mut self, looked: &[Task], why: &str) {
+        let active: Vec<&Task> = looked
             .iter()
             .filter(|t| {
                 self.jobs.contains_key(t.id())
@@ -833,19 +921,12 @@ impl Supervisor {
 /// The outcomes between two looks at a task.
 fn outcomes(
     t: &Task,
-    leaf: bool,
     before: &Seen,
     cur: &Seen,
     limits: &warden_core::model::Limits,
 ) -> Vec<Outcome> {
     let task = t.id().clone();
     let mut out = Vec::new();
-    if !leaf {
-        if cur.status == Status::Done && before.status != Status::Done {
-            out.push(Outcome::GroupDone { task });
-        }
-        return out;
-    }
     if cur.attempts > before.attempts {
         out.push(Outcome::AttemptFailed {
             task: task.clone(),
@@ -909,7 +990,7 @@ fn outcomes(
 }
 
 /// How a run that went idle ended (see [`Idle`]).
-fn idle_summary(idx: &TreeIndex<'_>) -> Idle {
+fn idle_summary(board: &Board) -> Idle {
     let mut idle = Idle {
         code: ExitCode::Ok,
         done: 0,
@@ -918,17 +999,14 @@ fn idle_summary(idx: &TreeIndex<'_>) -> Idle {
         stuck_or_dead: Vec::new(),
         blocked: Vec::new(),
     };
-    for t in idx.depth_first() {
-        if !idx.is_leaf(t.id()) {
-            continue;
-        }
-        match t.status() {
+    for (id, status) in board.leaves() {
+        match status {
             Status::Cancelled => continue,
             Status::Done => idle.done += 1,
-            Status::Reviewing | Status::Clarification => idle.needs_person.push(t.id().clone()),
-            Status::Pending => idle.blocked.push(t.id().clone()),
+            Status::Reviewing | Status::Clarification => idle.needs_person.push(id.clone()),
+            Status::Pending => idle.blocked.push(id.clone()),
             Status::Stuck | Status::Working | Status::AgentReview => {
-                idle.stuck_or_dead.push(t.id().clone())
+                idle.stuck_or_dead.push(id.clone())
             }
         }
         idle.total += 1;

@@ -239,7 +239,7 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
         let mut spec = TaskSpec::new(phase_id.clone(), WorkflowKind::Review, max_attempts);
         spec.title = phase.title.clone();
         spec.order = *pi as i64;
-        spec.origin = Some(origin(place, &phase.dir));
+        spec.origin = Some(Box::new(origin(place, &phase.dir)));
         tasks.push(Wanted {
             spec,
             is_plan: false,
@@ -266,7 +266,7 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
                         .collect()
                 })
                 .unwrap_or_default();
-            spec.origin = Some(origin(place, &p.file));
+            spec.origin = Some(Box::new(origin(place, &p.file)));
             spec.evidence = place
                 .inside
                 .as_ref()
@@ -497,8 +497,8 @@ mod tests {
             Some(".planning/phases/01-a/01-01-SUMMARY.md")
         );
         assert_eq!(
-            w.spec.origin,
-            Some(Origin {
+            w.spec.origin.as_deref(),
+            Some(&Origin {
                 tool: "gsd".into(),
                 root: ".planning".into(),
                 path: "phases/01-a/01-01-PLAN.md".into()

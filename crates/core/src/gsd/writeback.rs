@@ -237,11 +237,11 @@ mod tests {
         let mut spec = TaskSpec::new(TaskId::new(id).unwrap(), WorkflowKind::Review, 3);
         spec.parent = parent.map(|p| TaskId::new(p).unwrap());
         spec.title = "Parser and its tests".into();
-        spec.origin = Some(Origin {
+        spec.origin = Some(Box::new(Origin {
             tool: "gsd".into(),
             root: ".planning".into(),
             path: path.into(),
-        });
+        }));
         Task {
             spec,
             runner: RunnerState::new(status, status == Status::Done, 0, Timestamp::UNIX_EPOCH),

@@ -7,7 +7,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Limits, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum};
+use crate::model::{
+    AgentPreset, Limits, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum,
+};
 use crate::tree::validate::{NONE, validate_resolved};
 use crate::tree::{Forest, PARALLEL_NODES, PlanError, PlanNode, derive_in_place};
 
@@ -64,6 +66,15 @@ pub struct ReconciledNode {
     pub new: bool,
 }
 
+// `apply_state_updates` maps the file's nodes into the output with
+// `into_iter().map().collect()`, which writes each output node over the file node it was
+// made from only when it is no bigger: at 100k nodes a fresh output would cost 27 MB of
+// page faults, and the writes would miss every cache.
+const _: () = assert!(
+    std::mem::size_of::<ReconciledNode>() <= std::mem::size_of::<PlanNode>()
+        && std::mem::align_of::<ReconciledNode>() == std::mem::align_of::<PlanNode>()
+);
+
 /// The result of a successful apply: the whole new tree and what changed. Every id list
 /// is sorted; `nodes` is in depth-first `(order, id)` order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -82,6 +93,11 @@ pub struct TreeUpdate {
     pub derived_passes_set: Vec<TaskId>,
     /// Nodes whose `attempts` went up by one.
     pub attempts_incremented: Vec<TaskId>,
+    /// Nodes of the store whose `passes` or `attempts` after the apply differ from the
+    /// stored ones (the selected node, parents whose derived `passes` changed), sorted:
+    /// with `edited`, `tamper_ignored` and `lifecycle`, everything a stored node's events
+    /// come from, so a caller reads no other stored node.
+    pub runner_changed: Vec<TaskId>,
     /// Agent values of runner-owned fields that were ignored, sorted by id then field.
     pub tamper_ignored: Vec<TamperNote>,
     /// The runner's lifecycle decisions `(id, from, to)`, by id; one task may take two
@@ -351,13 +367,13 @@ pub fn apply_state_updates(
             let mut spec = node.into_spec(limits);
             match matched {
                 Some(m) => {
-                    let truth = &prev[prev_of[i] as usize].spec;
-                    // Not in the flat plan shape, so not editable through it: kept.
-                    spec.evidence.clone_from(&truth.evidence);
-                    spec.origin.clone_from(&truth.origin);
-                    // A person's choice, like the workflow: restored (and noted).
-                    spec.preset = truth.preset;
-                    if m.deps_differ || m.spec_differ {
+                    // Only a node with something to copy back reads its stored task
+                    // again (the comparisons read every one already, at random).
+                    if m.copy_back {
+                        let truth = &prev[prev_of[i] as usize].spec;
+                        // Not in the flat plan shape, so not editable through it: kept.
+                        spec.evidence.clone_from(&truth.evidence);
+                        spec.origin.clone_from(&truth.origin);
                         if m.deps_differ {
                             spec.depends_on = truth.depends_on.clone();
                         }
@@ -367,6 +383,8 @@ pub fn apply_state_updates(
                     }
                     spec.max_attempts = m.max_attempts;
                     spec.workflow = m.workflow;
+                    // A person's choice, like the workflow: restored (and noted).
+                    spec.preset = m.preset;
                     if m.edited {
                         edited.push(spec.id.clone());
                     }
@@ -464,6 +482,9 @@ pub fn apply_state_updates(
         .map(|(t, _)| t.id().clone())
         .collect();
 
+    // The stored runner fields, to list the nodes whose fields the apply changes.
+    let stored: Vec<(bool, u32)> = state.iter().map(|s| (s.1, s.2)).collect();
+
     // Step 2: seed 000's transition table on the selected node.
     let mut passes_set = Vec::new();
     let mut attempts_incremented = Vec::new();
@@ -519,12 +540,17 @@ pub fn apply_state_updates(
         became.iter().map(|&i| at(i).spec.id.clone()).collect();
 
     // The decided runner fields into the (depth-first) output.
+    let mut runner_changed = Vec::new();
     for (node, &i) in nodes.iter_mut().zip(&pre) {
         let (status, _, attempts) = state[i];
         node.status = status;
         node.passes = passes[i];
         node.attempts = attempts;
+        if !node.new && (passes[i], attempts) != stored[i] {
+            runner_changed.push(node.spec.id.clone());
+        }
     }
+    runner_changed.sort();
 
     created.sort();
     removed.sort();
@@ -540,6 +566,7 @@ pub fn apply_state_updates(
         passes_set,
         derived_passes_set,
         attempts_incremented,
+        runner_changed,
         tamper_ignored: tamper,
         lifecycle,
     })
@@ -567,65 +594,6 @@ fn permute<T>(v: &mut [T], order: &[usize]) {
     }
 }
 
-/// Agents may edit only `title`, `body`, `order` and `parent` of an existing node through
-/// the tree protocol (DESIGN 2, the field table): dependencies, specs, `max_attempts` and
-/// the workflow are a person's, and are restored from the store. Notes each value the
-/// file states that differs from the stored one.
-fn note_person_fields(out: &mut Vec<TamperNote>, node: &PlanNode, truth: &TaskSpec) {
-    // Compare first and format only a difference: this runs for every node of the tree.
-    let mut note = |field: &'static str, agent: String, true_value: String| {
-        out.push(TamperNote {
-            id: node.id.clone(),
-            field,
-            agent_value: agent,
-            true_value,
-        });
-    };
-    let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
-    let spec_str = |w: &Option<WorkSpec>| format!("{w:?}");
-    if !node.depends_on.is_empty() && node.depends_on != truth.depends_on {
-        note("depends_on", ids(&node.depends_on), ids(&truth.depends_on));
-    }
-    // `work` wins over `agent` (as in `PlanNode::into_spec`).
-    let same_work = match (&node.work, &node.agent, &truth.spec.work) {
-        (Some(w), _, t) => Some(w) == t.as_ref(),
-        (None, Some(a), Some(WorkSpec::Agent(t))) => a == t,
-        (None, Some(_), _) => false,
-        (None, None, _) => true,
-    };
-    if !same_work {
-        note(
-            "work",
-            spec_str(&node.work_spec()),
-            spec_str(&truth.spec.work),
-        );
-    }
-    if node.prechecks.is_some() && node.prechecks != truth.spec.prechecks {
-        let (a, t) = (spec_str(&node.prechecks), spec_str(&truth.spec.prechecks));
-        note("prechecks", a, t);
-    }
-    if node.postchecks.is_some() && node.postchecks != truth.spec.postchecks {
-        let (a, t) = (spec_str(&node.postchecks), spec_str(&truth.spec.postchecks));
-        note("postchecks", a, t);
-    }
-    if let Some(m) = node.max_attempts.filter(|m| *m != truth.max_attempts) {
-        note(
-            "max_attempts",
-            m.to_string(),
-            truth.max_attempts.to_string(),
-        );
-    }
-    if let Some(w) = node.workflow.filter(|w| *w != truth.workflow) {
-        note("workflow", w.to_string(), truth.workflow.to_string());
-    }
-    if let Some(p) = node.preset.filter(|p| Some(*p) != truth.preset) {
-        let stored = truth
-            .preset
-            .map_or("(default)".to_owned(), |t| t.to_string());
-        note("preset", p.to_string(), stored);
-    }
-}
-
 /// What step 1 takes from a file node's stored task, decided before the file's nodes
 /// are moved into the output (see [`match_all`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -634,10 +602,14 @@ pub(super) struct Matched {
     pub(super) state: (Status, bool, u32),
     pub(super) max_attempts: u32,
     pub(super) workflow: WorkflowKind,
+    pub(super) preset: Option<AgentPreset>,
     /// The stored dependencies differ from the file's (and are copied back).
     pub(super) deps_differ: bool,
     /// The stored specs differ from what the file's node would give (and are copied back).
     pub(super) spec_differ: bool,
+    /// Something is copied back from the stored task: differing dependencies or specs,
+    /// or its evidence or origin (which the flat plan shape does not carry).
+    pub(super) copy_back: bool,
     /// The parent, title, body or order changed.
     pub(super) edited: bool,
     /// The stored task has passed (it is settled).
@@ -645,7 +617,7 @@ pub(super) struct Matched {
 }
 
 /// Compares every file node (in output order) with its stored task: `None` for a new
-/// node. Also returns the person-owned fields the file changed ([`note_person_fields`]),
+/// node. Also returns the person-owned fields the file changed (see [`match_range`]),
 /// each with the output position of its node, in output order.
 pub(super) fn match_all(
     next: &[PlanNode],
@@ -683,7 +655,6 @@ pub(super) fn match_range(
     out: &mut [Option<Matched>],
 ) -> Vec<(u32, TamperNote)> {
     let mut notes = Vec::new();
-    let mut found = Vec::new();
     for (k, slot) in (from..).zip(out.iter_mut()) {
         let j = prev_of[pre[k]];
         if j == NONE {
@@ -691,22 +662,89 @@ pub(super) fn match_range(
         }
         let (node, t) = (&next[k], &prev[j as usize]);
         let truth = &t.spec;
-        note_person_fields(&mut found, node, truth);
-        notes.extend(found.drain(..).map(|note| (k as u32, note)));
-        // As `PlanNode::into_spec` would fill them in.
-        let work_same = match (&node.work, &node.agent, &truth.spec.work) {
-            (Some(w), _, t) => Some(w) == t.as_ref(),
-            (None, Some(a), Some(WorkSpec::Agent(t))) => a == t,
-            (None, Some(_), _) => false,
-            (None, None, t) => t.is_none(),
+        // Each field is compared once, for both the spec `PlanNode::into_spec` would
+        // build and the notes of what the file stated differently.
+        let deps_same = node.depends_on == truth.depends_on;
+        // `work` wins over `agent` (as in `PlanNode::into_spec`); a node that states no
+        // work gets none (a difference), but states nothing to note.
+        let (work_same, work_stated) = match (&node.work, &node.agent, &truth.spec.work) {
+            (Some(w), _, t) => (Some(w) == t.as_ref(), true),
+            (None, Some(a), Some(WorkSpec::Agent(t))) => (a == t, true),
+            (None, Some(_), _) => (false, true),
+            (None, None, t) => (t.is_none(), false),
         };
-        let spec_same = work_same
-            && node.prechecks == truth.spec.prechecks
-            && node.postchecks == truth.spec.postchecks;
-        let edited = node.parent != truth.parent
+        let pre_same = node.prechecks == truth.spec.prechecks;
+        let post_same = node.postchecks == truth.spec.postchecks;
+        let max_differs = node.max_attempts.filter(|m| *m != truth.max_attempts);
+        let workflow_differs = node.workflow.filter(|w| *w != truth.workflow);
+        let preset_differs = node.preset.filter(|p| Some(*p) != truth.preset);
+        if !(deps_same || node.depends_on.is_empty())
+            || (work_stated && !work_same)
+            || (node.prechecks.is_some() && !pre_same)
+            || (node.postchecks.is_some() && !post_same)
+            || max_differs.is_some()
+            || workflow_differs.is_some()
+            || preset_differs.is_some()
+        {
+            // Agents may edit only `title`, `body`, `order` and `parent` of an existing
+            // node through the tree protocol (DESIGN 2, the field table): dependencies,
+            // specs, `max_attempts` and the workflow are a person's, restored from the
+            // store. Each value the file states that differs is noted.
+            let mut note = |field: &'static str, agent_value: String, true_value: String| {
+                let id = node.id.clone();
+                notes.push((
+                    k as u32,
+                    TamperNote {
+                        id,
+                        field,
+                        agent_value,
+                        true_value,
+                    },
+                ));
+            };
+            let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
+            let spec_str = |w: &Option<WorkSpec>| format!("{w:?}");
+            if !(deps_same || node.depends_on.is_empty()) {
+                note("depends_on", ids(&node.depends_on), ids(&truth.depends_on));
+            }
+            if work_stated && !work_same {
+                note(
+                    "work",
+                    spec_str(&node.work_spec()),
+                    spec_str(&truth.spec.work),
+                );
+            }
+            if node.prechecks.is_some() && !pre_same {
+                let (a, t) = (spec_str(&node.prechecks), spec_str(&truth.spec.prechecks));
+                note("prechecks", a, t);
+            }
+            if node.postchecks.is_some() && !post_same {
+                let (a, t) = (spec_str(&node.postchecks), spec_str(&truth.spec.postchecks));
+                note("postchecks", a, t);
+            }
+            if let Some(m) = max_differs {
+                note(
+                    "max_attempts",
+                    m.to_string(),
+                    truth.max_attempts.to_string(),
+                );
+            }
+            if let Some(w) = workflow_differs {
+                note("workflow", w.to_string(), truth.workflow.to_string());
+            }
+            if let Some(p) = preset_differs {
+                let stored = truth
+                    .preset
+                    .map_or("(default)".to_owned(), |t| t.to_string());
+                note("preset", p.to_string(), stored);
+            }
+        }
+        let spec_same = work_same && pre_same && post_same;
+        // Cheapest first: most nodes keep their order and parent.
+        let edited = node.order != truth.order
+            || node.parent != truth.parent
             || node.spec_title() != truth.title
-            || node.spec_body() != truth.body
-            || node.order != truth.order;
+            || node.spec_body() != truth.body;
         // The same answers as comparing the spec `into_spec` builds (checked in tests).
         debug_assert!({
             let spec = node.to_spec(&Limits::default());
@@ -718,8 +756,13 @@ pub(super) fn match_range(
             state: (t.status(), t.passes(), t.attempts()),
             max_attempts: truth.max_attempts,
             workflow: truth.workflow,
-            deps_differ: node.depends_on != truth.depends_on,
+            preset: truth.preset,
+            deps_differ: !deps_same,
             spec_differ: !spec_same,
+            copy_back: !deps_same
+                || !spec_same
+                || truth.evidence.is_some()
+                || truth.origin.is_some(),
             edited,
             passed: has_passed(t),
         });

@@ -293,31 +293,13 @@ fn derive_groups(forest: &Forest, tasks: &[Task]) -> Vec<(Status, bool)> {
         if kids.is_empty() {
             continue;
         }
-        let (mut counted, mut all_done, mut all_pass, mut stuck, mut started) =
-            (0usize, true, true, false, false);
+        // The one rule every view derives a group with (see `head::ChildTally`).
+        let mut tally = crate::head::ChildTally::default();
         for &c in kids {
             let (status, passes) = out[c];
-            if status == Status::Cancelled {
-                continue;
-            }
-            counted += 1;
-            all_done &= status == Status::Done;
-            all_pass &= passes;
-            stuck |= status == Status::Stuck;
-            started |= status != Status::Pending;
+            tally.add(status, passes, 1);
         }
-        let status = if counted == 0 {
-            Status::Cancelled
-        } else if all_done {
-            Status::Done
-        } else if stuck {
-            Status::Stuck
-        } else if started {
-            Status::Working
-        } else {
-            Status::Pending
-        };
-        out[i] = (status, counted > 0 && all_pass);
+        out[i] = tally.derived();
     }
     out
 }
@@ -492,13 +474,48 @@ fn id_hash(s: &str) -> u64 {
 /// most) then fits in the L1 cache.
 const PART_IDS: usize = 512;
 
+/// Ids up to which the index is one table, filled and probed directly: its 48 bytes
+/// per id stay in the L2 cache, so partitioning (a hashing pass and a copy of every key
+/// before the real work) only costs.
+const DIRECT_IDS: usize = 16 * 1024;
+
 impl<'a> IdIndex<'a> {
     /// Indexes `ids` by position. Returns the index (which keeps the first position of a
     /// repeated id) and the positions that repeat an earlier id, ascending.
     pub(crate) fn build(ids: Vec<&'a str>) -> (IdIndex<'a>, Vec<u32>) {
+        let parts = if ids.len() <= DIRECT_IDS {
+            1
+        } else {
+            (ids.len() / PART_IDS).next_power_of_two()
+        };
+        IdIndex::build_in(ids, parts)
+    }
+
+    /// [`IdIndex::build`] with `parts` partitions (a power of two; 1 is one table,
+    /// filled and probed directly).
+    pub(crate) fn build_in(ids: Vec<&'a str>, parts: usize) -> (IdIndex<'a>, Vec<u32>) {
         let n = ids.len();
-        let parts = (n / PART_IDS).next_power_of_two().max(1);
         let bits = parts.trailing_zeros();
+        if bits == 0 {
+            // One table: no partition pass, each id hashed and inserted in place.
+            let cap = n + n / 2 + 1;
+            let mut index = IdIndex {
+                ids,
+                slots: vec![EMPTY; cap],
+                start: vec![0, cap as u32],
+                bits,
+            };
+            let mut repeats = Vec::new();
+            for pos in 0..n {
+                let name = index.ids[pos];
+                let key = Slot::of(name, pos as u32);
+                match index.find(&key, name) {
+                    Ok(_) => repeats.push(pos as u32),
+                    Err(empty) => index.slots[empty] = key,
+                }
+            }
+            return (index, repeats);
+        }
         let mut scratch = Vec::new();
         let counts = by_partition(&ids, bits, &mut scratch);
         let mut start = Vec::with_capacity(parts + 1);
@@ -592,6 +609,13 @@ impl<'a> IdIndex<'a> {
     }
 
     fn probe_all(&self, queries: &[&str], order: &mut Vec<Slot>) -> Vec<u32> {
+        if self.bits == 0 {
+            // One table, small enough to stay in the cache: probed in query order.
+            return queries
+                .iter()
+                .map(|q| self.find(&Slot::of(q, 0), q).unwrap_or(validate::NONE))
+                .collect();
+        }
         by_partition(queries, self.bits, order);
         let mut out = vec![validate::NONE; queries.len()];
         let mut warm = usize::MAX;

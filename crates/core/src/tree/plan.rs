@@ -163,6 +163,7 @@ impl PlanNode {
     }
 
     /// [`PlanNode::to_spec`] without copying the strings.
+    #[inline]
     pub fn into_spec(self, limits: &Limits) -> TaskSpec {
         let work = match (self.work, self.agent) {
             (Some(w), _) => Some(w),

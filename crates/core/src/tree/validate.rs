@@ -133,11 +133,15 @@ pub(crate) fn validate_resolved<'a>(
     let mut zero = Vec::new();
     // Every reference looked up in two batches: parents (an empty name for none, which
     // no id is) and dependencies, in CSR form.
-    let parent_of = index.get_many_split(
-        nodes,
-        |x| x.parent.as_ref().map_or("", |p| p.as_str()),
-        PARALLEL_NODES,
-    );
+    let parent_of = if repeat_at.is_empty() {
+        resolve_parents(nodes, &index)
+    } else {
+        index.get_many_split(
+            nodes,
+            |x| x.parent.as_ref().map_or("", |p| p.as_str()),
+            PARALLEL_NODES,
+        )
+    };
     let mut dep_start: Vec<u32> = Vec::with_capacity(n + 1);
     let mut dep_names: Vec<&str> = Vec::new();
     for x in nodes {
@@ -204,15 +208,12 @@ pub(crate) fn validate_resolved<'a>(
 
     // Graph checks over the file's nodes only: existing tasks cannot point back into it.
     // Of a repeated id only the first occurrence is a member (the one edges lead to).
-    // A linear test first (peel every node that reaches no cycle); only a plan that has
-    // a cycle pays for the deterministic walk that names it.
-    let members: Vec<usize> = {
-        let mut member = vec![true; n];
-        for &i in &repeat_at {
-            member[i as usize] = false;
-        }
-        (0..n).filter(|&i| member[i]).collect()
-    };
+    // A linear test first; only a plan that has a cycle pays for the deterministic walk
+    // that names it.
+    let mut member = vec![true; n];
+    for &i in &repeat_at {
+        member[i as usize] = false;
+    }
     let parent_of = |i: usize| -> &[u32] {
         match parent[i] {
             NONE => &[],
@@ -221,11 +222,13 @@ pub(crate) fn validate_resolved<'a>(
     };
     let deps_of =
         |i: usize| -> &[u32] { &dep_to[dep_start[i] as usize..dep_start[i + 1] as usize] };
-    let parent_acyclic = acyclic(n, &members, parent_of);
-    let dep_acyclic = acyclic(n, &members, deps_of);
+    let members = || (0..n).filter(|&i| member[i]).collect::<Vec<usize>>();
+    let parent_acyclic = parents_acyclic(&parent, &member);
+    // Most plans have no dependency between their own nodes at all.
+    let dep_acyclic = dep_to.is_empty() || acyclic(n, &members(), deps_of);
     if !parent_acyclic || !dep_acyclic {
         let graph_nodes: Vec<usize> = {
-            let mut v = members.clone();
+            let mut v = members();
             v.sort_by(|&a, &b| nodes[a].id.cmp(&nodes[b].id));
             v
         };
@@ -249,6 +252,50 @@ pub(crate) fn validate_resolved<'a>(
     }
 }
 
+/// The position of each node's parent in the file ([`NONE`] when it has none or names a
+/// task outside the file), for a file without repeated ids. In a file written depth
+/// first, as `plan export` writes it, a node's parent is mostly the node before it or
+/// that node's parent: those are recognised by name, and only the rest are looked up.
+fn resolve_parents(nodes: &[PlanNode], index: &IdIndex<'_>) -> Vec<u32> {
+    // A sibling of the node before: its parent is that node's, known once the lookups
+    // are done.
+    const SAME: u32 = NONE - 1;
+    let mut out = vec![NONE; nodes.len()];
+    let mut rest: Vec<usize> = Vec::new();
+    let mut siblings = false;
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(p) = &node.parent else { continue };
+        if let Some(before) = i.checked_sub(1).map(|b| &nodes[b]) {
+            if &before.id == p {
+                out[i] = (i - 1) as u32;
+                continue;
+            }
+            if before.parent.as_ref() == Some(p) {
+                out[i] = SAME;
+                siblings = true;
+                continue;
+            }
+        }
+        rest.push(i);
+    }
+    let names: Vec<&str> = rest
+        .iter()
+        .map(|&i| nodes[i].parent.as_ref().map_or("", |p| p.as_str()))
+        .collect();
+    let found = index.get_many_split(&names, |s| s, PARALLEL_NODES);
+    for (i, j) in rest.into_iter().zip(found) {
+        out[i] = j;
+    }
+    if siblings {
+        for i in 1..out.len() {
+            if out[i] == SAME {
+                out[i] = out[i - 1];
+            }
+        }
+    }
+    out
+}
+
 /// The task an error is about (for sorting a kind's errors by id).
 fn error_id(e: &PlanError) -> &TaskId {
     match e {
@@ -261,6 +308,32 @@ fn error_id(e: &PlanError) -> &TaskId {
         | PlanError::NotABranch { id, .. } => id,
         PlanError::ParentCycle(p) | PlanError::DependencyCycle(p) => &p[0],
     }
+}
+
+/// Do the parents (one edge per node at most) reach a root from every member? Each walk
+/// up the parents marks what it visits; meeting its own mark is a cycle, meeting an
+/// earlier walk's is not. Linear, one array.
+fn parents_acyclic(parent: &[u32], member: &[bool]) -> bool {
+    let mut walk = vec![0u32; parent.len()];
+    for start in 0..parent.len() {
+        if !member[start] || walk[start] != 0 {
+            continue;
+        }
+        let mark = start as u32 + 1;
+        let mut at = start;
+        loop {
+            match walk[at] {
+                0 => walk[at] = mark,
+                m if m == mark => return false,
+                _ => break,
+            }
+            match parent[at] {
+                NONE => break,
+                p => at = p as usize,
+            }
+        }
+    }
+    true
 }
 
 /// Is the graph over `members` free of cycles? Kahn's peeling on flat (CSR) arrays:

@@ -183,6 +183,10 @@ impl Repo {
         check_branch_name(&self.top, branch)?;
         check_rev(base)?;
         let path = absolute(path)?;
+        // One at a time per repository, across processes: `git worktree add` beside
+        // another reads the worktree that one is still writing and fails ("failed to
+        // read .git/worktrees/…/commondir"). Held until the worktree is made.
+        let _lock = self.worktree_lock()?;
         let branch_ref = format!("refs/heads/{branch}");
         let list = worktrees(&self.top)?;
         let mut force = false;
@@ -220,6 +224,34 @@ impl Repo {
         }
         run(&self.top, &[], &args)?.check()?;
         Ok(true)
+    }
+}
+
+impl Repo {
+    /// An exclusive lock on `<git common dir>/warden-worktree.lock`, released on drop.
+    fn worktree_lock(&self) -> Result<std::fs::File, GitError> {
+        let out = run(&self.top, &[], ["rev-parse", "--git-common-dir"])?;
+        if !out.ok() {
+            return Err(out.failure());
+        }
+        let dir = path_from(first_line(&out.stdout));
+        let path = self.top.join(dir).join("warden-worktree.lock");
+        let io = |action: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| GitError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io("open", &path))?;
+        file.lock().map_err(io("lock", &path))?;
+        Ok(file)
     }
 }
 
@@ -418,6 +450,7 @@ pub fn reset_worktree(worktree: &Path, base: &str) -> Result<(), GitError> {
 /// branch is gone) and keeps its branch. Nothing to do when it is not registered.
 pub fn remove_worktree(repo: &Repo, path: &Path) -> Result<(), GitError> {
     let path = absolute(path)?;
+    let _lock = repo.worktree_lock()?;
     let registered = worktrees(&repo.top)?
         .into_iter()
         .any(|w| same_path(&w.path, &path));
@@ -1064,6 +1097,33 @@ mod tests {
         assert_eq!(f.repo.current_branch().unwrap().as_deref(), Some("main"));
         git_ok(&f.repo.top, ["checkout", "--quiet", "--detach"]);
         assert_eq!(f.repo.current_branch().unwrap(), None);
+    }
+
+    /// Sessions start at once: `git worktree add` run side by side in one repository
+    /// fails now and then ("failed to read .git/worktrees/w2/commondir"), as git reads
+    /// the worktree another `add` is still writing.
+    #[test]
+    fn worktrees_added_side_by_side_all_succeed() {
+        let f = fixture();
+        let env = TEST_ENV.with(|e| e.borrow().clone());
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..24)
+                .map(|i| {
+                    let repo = &f.repo;
+                    let env = env.clone();
+                    s.spawn(move || {
+                        TEST_ENV.with(|e| *e.borrow_mut() = env);
+                        let wt = repo.top.join(format!(".warden/worktrees/w{i}"));
+                        repo.ensure_worktree(&wt, &format!("warden/w{i}"), "main")
+                    })
+                })
+                .collect();
+            for (i, h) in handles.into_iter().enumerate() {
+                let r = h.join().unwrap();
+                assert!(matches!(r, Ok(true)), "worktree w{i}: {r:?}");
+            }
+        });
+        assert_eq!(worktrees(&f.repo.top).unwrap().len(), 25);
     }
 
     #[test]

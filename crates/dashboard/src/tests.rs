@@ -765,3 +765,32 @@ fn groups_show_derived_statuses() {
         Status::Pending
     );
 }
+
+/// A reload that takes in only what changed (a task moved on, one removed, one new)
+/// shows exactly what a reload of every task shows, and keeps the selection.
+#[test]
+fn an_update_of_what_changed_equals_a_full_reload() {
+    let mut b = mixed();
+    let mut drawn = app_of(&b);
+    let before = draw(&drawn, 100, 30);
+    let mut moved = app_of(&b);
+    moved.on_key(ch('j'));
+    moved.on_key(ch('j'));
+    let selected = moved.selected_id().cloned().unwrap();
+    b.to("lint", Status::Working, "", 9100);
+    b.create("zeta", "A task made later", Some("backend"), 9200);
+    b.tasks.retain(|t| t.id().as_str() != "docs");
+    let changed = || -> Vec<Task> {
+        b.sorted()
+            .into_iter()
+            .filter(|t| ["lint", "zeta"].contains(&t.id().as_str()))
+            .collect()
+    };
+    drawn.update_tasks(changed(), &[id("docs")]);
+    moved.update_tasks(changed(), &[id("docs")]);
+    let full = app_of(&b);
+    assert_eq!(drawn.tasks(), full.tasks());
+    assert_eq!(draw(&drawn, 100, 30), draw(&full, 100, 30));
+    assert_ne!(draw(&full, 100, 30), before, "the change shows");
+    assert_eq!(moved.selected_id(), Some(&selected));
+}

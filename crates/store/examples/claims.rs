@@ -3,7 +3,7 @@
 //! until every task is taken. Prints claims per second and checks that no task was
 //! claimed twice.
 //!
-//! Usage: `cargo run --release -p warden-store --example claims -- URL RUNNERS TASKS`
+//! Usage: `cargo run --release -p warden-store --example claims -- URL RUNNERS TASKS [spread]`
 //! with URL `postgres://…` (a server: a fresh database is created on it and dropped
 //! after) or `sqlite:/tmp/x.db` (a new file). `bench/pg_claims.sh` starts a throwaway
 //! PostgreSQL cluster and runs it for 1 and 3 runners.
@@ -37,9 +37,13 @@ fn ctx(now: jiff::Timestamp) -> Ctx<'static> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, runners, tasks] = &args[..] else {
-        eprintln!("usage: claims URL RUNNERS TASKS");
-        std::process::exit(2);
+    let (url, runners, tasks, spread) = match &args[..] {
+        [_, url, runners, tasks] => (url, runners, tasks, false),
+        [_, url, runners, tasks, s] if s == "spread" => (url, runners, tasks, true),
+        _ => {
+            eprintln!("usage: claims URL RUNNERS TASKS [spread]");
+            std::process::exit(2);
+        }
     };
     let runners: usize = runners.parse().expect("RUNNERS");
     let n: usize = tasks.parse().expect("TASKS");
@@ -84,8 +88,16 @@ fn main() {
                 let mut mine: BTreeSet<TaskId> = BTreeSet::new();
                 barrier.wait();
                 loop {
-                    let rest: Vec<TaskId> =
-                        ids.iter().filter(|i| !mine.contains(*i)).cloned().collect();
+                    // Every runner offers the same candidates in the same order (as
+                    // `warden run` does today), or, with `spread`, starts at its own
+                    // offset, so that runners rarely reach for the same task.
+                    let k = if spread { r * ids.len() / runners } else { 0 };
+                    let rest: Vec<TaskId> = ids[k..]
+                        .iter()
+                        .chain(&ids[..k])
+                        .filter(|i| !mine.contains(*i))
+                        .cloned()
+                        .collect();
                     let now = jiff::Timestamp::now();
                     let got = s
                         .claim(&rest, &owner, now, Duration::from_secs(30), 1)
@@ -135,8 +147,9 @@ fn main() {
         .count();
     assert_eq!(working, n);
     println!(
-        "{} runner(s), {n} tasks: {:.0} claims/s ({secs:.2} s)",
+        "{} runner(s), {n} tasks{}: {:.0} claims/s ({secs:.2} s)",
         runners,
+        if spread { ", spread" } else { "" },
         n as f64 / secs
     );
 }

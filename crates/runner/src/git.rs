@@ -230,12 +230,17 @@ impl Repo {
 impl Repo {
     /// An exclusive lock on `<git common dir>/warden-worktree.lock`, released on drop.
     fn worktree_lock(&self) -> Result<std::fs::File, GitError> {
+        self.lock("warden-worktree.lock")
+    }
+
+    /// An exclusive lock on `<git common dir>/NAME`, released on drop.
+    fn lock(&self, name: &str) -> Result<std::fs::File, GitError> {
         let out = run(&self.top, &[], ["rev-parse", "--git-common-dir"])?;
         if !out.ok() {
             return Err(out.failure());
         }
         let dir = path_from(first_line(&out.stdout));
-        let path = self.top.join(dir).join("warden-worktree.lock");
+        let path = self.top.join(dir).join(name);
         let io = |action: &'static str, path: &Path| {
             let path = path.to_path_buf();
             move |source| GitError::Io {
@@ -378,6 +383,9 @@ pub fn merge_into_base(
     }
     require_clean(worktree)?;
     let base_ref = format!("refs/heads/{base}");
+    // One merge-ri at a time per repository, across processes: two fast-forwards in one
+    // checkout meet git's index.lock, and each moves the base under the other.
+    let _lock = repo.lock("warden-merge.lock")?;
     for _ in 0..MERGE_RI_ROUNDS {
         let old = rev_parse(&repo.top, &base_ref)?;
         if let MergeOutcome::Conflict(paths) = merge_one(worktree, &base_ref)? {
@@ -1336,6 +1344,41 @@ mod tests {
             .iter()
             .map(|p| (top.join(p), read(&top.join(p))))
             .collect()
+    }
+
+    /// Two tasks finish at once (a supervisor's and a person's approval): their merge-ri
+    /// runs side by side, and the fast-forwards in the person's checkout met git's
+    /// `index.lock` ("Another git process seems to be running").
+    #[test]
+    fn merge_ri_side_by_side_all_merge() {
+        let f = fixture();
+        let n = 8;
+        let wts: Vec<PathBuf> = (0..n).map(|i| f.task(&format!("m{i}"))).collect();
+        for (i, wt) in wts.iter().enumerate() {
+            write(&wt.join(format!("file{i}.txt")), "work\n");
+            commit_all(wt, "work").unwrap().unwrap();
+        }
+        let env = TEST_ENV.with(|e| e.borrow().clone());
+        std::thread::scope(|s| {
+            let handles: Vec<_> = wts
+                .iter()
+                .enumerate()
+                .map(|(i, wt)| {
+                    let (repo, env) = (&f.repo, env.clone());
+                    s.spawn(move || {
+                        TEST_ENV.with(|e| *e.borrow_mut() = env);
+                        merge_into_base(repo, wt, &format!("warden/m{i}"), "main")
+                    })
+                })
+                .collect();
+            for (i, h) in handles.into_iter().enumerate() {
+                let r = h.join().unwrap();
+                assert!(matches!(r, Ok(MergeOutcome::Merged)), "m{i}: {r:?}");
+            }
+        });
+        for i in 0..n {
+            assert_eq!(read(&f.repo.top.join(format!("file{i}.txt"))), b"work\n");
+        }
     }
 
     #[test]

@@ -922,7 +922,12 @@ fn parse_worktrees(b: &[u8]) -> Vec<Worktree> {
 /// Where `base_ref` is checked out, if anywhere. A worktree that is rebasing it (git
 /// shows it detached) is an error: a moved ref would be overwritten when the rebase ends.
 fn base_checkout(repo: &Repo, base_ref: &str) -> Result<Option<PathBuf>, GitError> {
-    let list = worktrees(&repo.top)?;
+    // Listed while no worktree is being added or removed: git fails a listing that meets
+    // one half made ("failed to read .git/worktrees/…/commondir").
+    let list = {
+        let _lock = repo.worktree_lock()?;
+        worktrees(&repo.top)?
+    };
     if let Some(w) = list.iter().find(|w| w.branch.as_deref() == Some(base_ref)) {
         if !w.path.is_dir() {
             return Err(GitError::NotATaskWorktree {
@@ -1379,6 +1384,51 @@ mod tests {
         for i in 0..n {
             assert_eq!(read(&f.repo.top.join(format!("file{i}.txt"))), b"work\n");
         }
+    }
+
+    /// merge-ri lists the worktrees to find the base's checkout; a listing that met a
+    /// worktree half made by `git worktree add` (its `gitdir` written, `commondir` still
+    /// empty) failed with "failed to read .git/worktrees/…/commondir" — the soak run's
+    /// approvals beside the supervisor's starts. It must wait for the add to finish.
+    #[test]
+    fn merge_ri_lists_worktrees_only_when_none_is_half_made() {
+        use std::os::unix::fs::MetadataExt;
+        let f = fixture();
+        // An add in progress: its lock held, its admin directory half written.
+        let lock = f.repo.worktree_lock().unwrap();
+        let half = f.repo.top.join(".git/worktrees/half");
+        write(&half.join("commondir"), "");
+        write(
+            &half.join("gitdir"),
+            &format!("{}\n", f.repo.top.join("h/.git").display()),
+        );
+        let ino = lock.metadata().unwrap().ino();
+        // A request blocked on the lock file, as /proc/locks shows it ("-> FLOCK …").
+        let waiting = || {
+            std::fs::read_to_string("/proc/locks")
+                .unwrap()
+                .lines()
+                .any(|l| {
+                    l.contains("->")
+                        && l.split_whitespace()
+                            .any(|w| w.ends_with(&format!(":{ino}")))
+                })
+        };
+        let env = TEST_ENV.with(|e| e.borrow().clone());
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                TEST_ENV.with(|e| *e.borrow_mut() = env);
+                base_checkout(&f.repo, "refs/heads/main")
+            });
+            // Until the listing has run, or is waiting for the add.
+            while !h.is_finished() && !waiting() {
+                std::thread::yield_now();
+            }
+            std::fs::remove_dir_all(&half).unwrap();
+            drop(lock);
+            let r = h.join().unwrap();
+            assert!(matches!(&r, Ok(Some(p)) if *p == f.repo.top), "{r:?}");
+        });
     }
 
     #[test]

@@ -328,10 +328,17 @@ pub fn too_deep<'a>(parents: &HashMap<&'a TaskId, Option<&'a TaskId>>) -> Option
         let mut cur = Some(start);
         // Walk up to a task whose level is known, a root, or the limit; then assign the
         // levels on the way back down.
+        // A walk cut off at the limit knows only that `start` is past it: the tasks above
+        // it on the path may sit higher than their place on the path says (their levels
+        // come from their own walks).
+        let mut cut = false;
         let base = loop {
             match cur {
                 None => break 0,
-                Some(_) if path.len() >= CAP => break CAP,
+                Some(_) if path.len() >= CAP => {
+                    cut = true;
+                    break CAP;
+                }
                 Some(id) => {
                     if let Some(&l) = level.get(id) {
                         break l;
@@ -342,6 +349,9 @@ pub fn too_deep<'a>(parents: &HashMap<&'a TaskId, Option<&'a TaskId>>) -> Option
                 }
             }
         };
+        if cut {
+            path.truncate(1);
+        }
         for (k, id) in path.iter().rev().enumerate() {
             let l = (base + k + 1).min(CAP);
             level.insert(id, l);

@@ -164,16 +164,24 @@ async function toast(page) {
 
 /// Waits (by the page's own event, never by sleeping) until an update naming `id` is on
 /// screen, and returns the wall-clock time it was.
-function onScreen(page, id) {
-  return page.evaluate((id) => new Promise((resolve) => {
+/// Starts watching for `id` in an applied update and returns a function that waits for
+/// it (10 s at most). The listener is installed, and awaited, before the caller makes the
+/// change: otherwise an update that arrives first is missed and the wait never ends.
+async function onScreen(page, id) {
+  await page.evaluate((id) => {
+    window.__onScreen = window.__onScreen || {};
     const on = (e) => {
       if (e.detail.ids.includes(id)) {
         document.removeEventListener('warden:applied', on);
-        resolve(e.detail.at);
+        window.__onScreen[id] = e.detail.at;
       }
     };
     document.addEventListener('warden:applied', on);
-  }), id);
+  }, id);
+  return async () => {
+    await page.waitForFunction((id) => window.__onScreen[id] !== undefined, id, { timeout: 10000 });
+    return page.evaluate((id) => window.__onScreen[id], id);
+  };
 }
 
 function assert(cond, message) {
@@ -220,11 +228,11 @@ test('the page loads with every task and no console errors', async () => {
 
 test('a change by the CLI in another process is on screen within a second', async () => {
   const { page } = await open(ctx, srv.info.url);
-  const seen = onScreen(page, 'ui-theme');
+  const seen = await onScreen(page, 'ui-theme');
   const before = Date.now();
   cli(ws, 'task', 'update', 'ui-theme', '--status', 'clarification', '--reason', 'which palette?');
   const committed = Date.now();
-  const at = await seen;
+  const at = await seen();
   const status = await page.textContent('.row[data-id="ui-theme"] .status');
   assert(status === 'clarification', `row shows ${status}`);
   const latency = at - committed;

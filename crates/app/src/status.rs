@@ -389,9 +389,7 @@ pub(crate) fn owner_host_pid(owner: &str) -> Option<(&str, u32)> {
     }
 }
 
-/// A supervisor's announcement of itself, `.warden/runners/<pid>.json`, removed when it
-/// ends (a killed one leaves it behind; its dead pid tells readers, and the next run
-/// removes it).
+/// A supervisor's announcement of itself, `.warden/runners/<pid>.json`, as read back.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Presence {
     owner: String,
@@ -400,13 +398,28 @@ pub(crate) struct Presence {
     path: PathBuf,
 }
 
+/// The announcement a running supervisor owns: its file is removed when this is dropped,
+/// as the supervisor ends (a killed one leaves it behind; its dead pid tells readers, and
+/// the next run removes it). Only the announcer holds one: readers get plain `Presence`
+/// values, so reading never withdraws anyone.
+#[derive(Debug)]
+pub(crate) struct Announced {
+    path: PathBuf,
+}
+
+impl Drop for Announced {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl Presence {
     fn dir(ws: &Workspace) -> PathBuf {
         ws.dir.join("runners")
     }
 
     /// Announces the supervisor `owner` (best effort: status is a view, not a lock).
-    pub(crate) fn announce(ws: &Workspace, owner: &str, now: Timestamp) -> Presence {
+    pub(crate) fn announce(ws: &Workspace, owner: &str, now: Timestamp) -> Announced {
         let dir = Presence::dir(ws);
         // Announcements of runners of this host that are gone.
         let here = crate::supervisor::this_host();
@@ -429,7 +442,7 @@ impl Presence {
         {
             let _ = warden_store::files::write_atomic(&p.path, &text);
         }
-        p
+        Announced { path: p.path }
     }
 
     fn read_all(ws: &Workspace) -> Vec<Presence> {
@@ -457,10 +470,4 @@ fn read_presence(path: &Path) -> Option<Presence> {
         return None;
     }
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
-}
-
-impl Drop for Presence {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
 }

@@ -434,6 +434,53 @@ fn status_shows_the_supervisor_alive_and_what_it_runs() {
     p.ok(&["task", "cancel", "t"]);
 }
 
+/// An idle supervisor holds no lease: its announcement in `.warden/runners/` is all that
+/// shows it. Reading that announcement (`status`, a second supervisor starting) must
+/// never withdraw it.
+#[test]
+fn an_idle_supervisor_stays_announced_however_often_status_looks() {
+    let p = Project::new("process");
+    let runners = p.root.join(".warden/runners");
+    let count = || {
+        std::fs::read_dir(&runners)
+            .map(|d| d.flatten().count())
+            .unwrap_or(0)
+    };
+    let wait_for = |n: usize, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while count() != n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what} never announced"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let first = p.spawn_run();
+    wait_for(1, "the first run");
+    for look in 0..3 {
+        let v: Value = serde_json::from_str(&p.ok(&["--json", "status"])).unwrap();
+        assert_eq!(v["supervisor_alive"], true, "look {look}: {v:#}");
+        assert_eq!(v["supervisors"][0]["pid"], first.id(), "look {look}: {v:#}");
+        assert_eq!(count(), 1, "look {look} withdrew the announcement");
+    }
+    // A second supervisor starting tidies only announcements of dead runners.
+    let second = p.spawn_run();
+    wait_for(2, "the second run");
+    let v: Value = serde_json::from_str(&p.ok(&["--json", "status"])).unwrap();
+    let pids: Vec<&Value> = v["supervisors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["pid"])
+        .collect();
+    assert_eq!(pids.len(), 2, "{v:#}");
+    stop(second);
+    wait_for(1, "the first run, after the second stopped,");
+    stop(first);
+    assert_eq!(count(), 0);
+}
+
 /// One run with a merge, a stuck task, a review and a crash: the outcome lines a person
 /// reads, the same as JSON events for a script, and `--until-idle`'s exit codes as the
 /// person acts (7 while something is stuck or dead, 6 while only reviews wait, 0 done).

@@ -269,7 +269,7 @@ pub struct Supervisor {
     /// The in-flight set last written to continue.md.
     in_flight: Option<Vec<String>>,
     /// This supervisor's announcement in `.warden/runners/` (`warden status`).
-    _presence: crate::status::Presence,
+    _presence: crate::status::Announced,
 }
 
 impl std::fmt::Debug for Supervisor {

@@ -353,6 +353,31 @@ fn direct_agents_get_the_direct_prompt() {
     assert_eq!(p.json(&["prompt", "d"])["kind"], "direct");
 }
 
+/// Item 6, carried on: a direct task's agent that ends its session is the work's result,
+/// not a dead session waiting for a person. One that exits 0 is committed, checked and
+/// merged; one that exits 1 gets its one heal and then finishes the same way.
+#[test]
+fn direct_agent_work_that_ends_goes_on_to_done() {
+    let p = Project::new("process");
+    p.import(
+        r#"{"tasks": [
+            {"id": "ok", "agent": "tidy the code (sim:exit-only)", "workflow": "direct"},
+            {"id": "heal", "agent": "tidy more (sim:crash-once)", "workflow": "direct"}
+        ]}"#,
+    );
+    assert_eq!(p.until_idle(), 0);
+    for id in ["ok", "heal"] {
+        let t = p.task(id);
+        assert_eq!(t["status"], "done", "{t:#}");
+        assert_eq!(t["dead"], false, "{t:#}");
+    }
+    assert_eq!(p.task("heal")["auto_heal"], serde_json::json!(["work"]));
+    // The work reached the base branch.
+    let files = git(&p.root, &["ls-tree", "--name-only", "main"]);
+    assert!(files.contains("ok.txt"), "{files}");
+    p.check();
+}
+
 /// Item 7: `task respawn` of a task without agent work is refused, pointing at retry.
 #[test]
 fn respawn_of_shell_work_is_refused() {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::memory::MemoryDelta;
 use crate::model::{
     Phase, PhaseStatus, REPORTED_SESSIONS_KEPT, Role, RunnerState, SessionRecord, SessionStop,
-    Status, Task, TaskId, TaskSpec, WorkSpec,
+    Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind,
 };
 
 /// Who asked for a change.
@@ -600,8 +600,14 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
                     .rev()
                     .find(|x| Some(&x.id) == session.as_ref())
                     .is_some_and(|x| x.heal.is_some_and(|p| p != Phase::Work));
+                // Nor is the end of a direct task's work session: it is the work's result
+                // (exit monitoring records it with this event), and the next phase or the
+                // work's heal follows without a person.
+                let work_result =
+                    t.spec.workflow == WorkflowKind::Direct && r.status == Status::Working;
                 r.live_session = None;
-                r.dead = !heal && !r.status.is_terminal() && r.status != Status::Pending;
+                r.dead =
+                    !heal && !work_result && !r.status.is_terminal() && r.status != Status::Pending;
             }
         },
         EventKind::GuardRan {

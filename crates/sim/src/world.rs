@@ -1348,6 +1348,20 @@ impl World {
     // -----------------------------------------------------------------------------------
     // Invariants
 
+    /// Did the task's last session end by exiting (not by failing to start)?
+    fn last_end_exited(&self, id: &TaskId) -> bool {
+        self.log
+            .iter()
+            .rev()
+            .filter(|e| &e.task == id)
+            .find_map(|e| match e.kind {
+                EventKind::SessionExited { .. } => Some(true),
+                EventKind::SessionFailed { .. } => Some(false),
+                _ => None,
+            })
+            .unwrap_or(false)
+    }
+
     fn check(&mut self) -> Result<(), Violation> {
         // At most one live session per task.
         let mut per_task: BTreeMap<&TaskId, Vec<&str>> = BTreeMap::new();
@@ -1441,6 +1455,28 @@ impl World {
             ));
         }
         for t in self.tasks.values() {
+            // The end of a direct task's work session is its work's result (the next
+            // phase runs, or its heal starts): nothing for a person to respawn.
+            // (A session that could not start is Warden's side: it waits for a person.)
+            if t.spec.workflow == WorkflowKind::Direct
+                && t.status() == Status::Working
+                && t.is_dead()
+                && matches!(
+                    (t.phases().get(Phase::Work), t.healing()),
+                    (PhaseStatus::Success, _) | (PhaseStatus::Pending, Some(Phase::Work))
+                )
+                && self.last_end_exited(t.id())
+            {
+                return Err(self.violation(
+                    "a direct task's ended work is taken, never left dead for a person",
+                    format!(
+                        "{} is dead with work {} (healing {:?})",
+                        t.id(),
+                        t.phases().get(Phase::Work),
+                        t.healing()
+                    ),
+                ));
+            }
             if t.attempts() > t.spec.max_attempts {
                 return Err(self.violation(
                     "attempts never exceed max_attempts",

@@ -103,12 +103,7 @@ impl App {
         let mut out = Vec::with_capacity(tasks.len());
         for t in tasks {
             let children = if groups.has(t.id()) {
-                self.eng
-                    .store
-                    .children(t.id())?
-                    .into_iter()
-                    .map(|h| h.id)
-                    .collect()
+                self.eng.store.child_ids(t.id())?
             } else {
                 Vec::new()
             };

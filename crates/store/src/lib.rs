@@ -100,6 +100,9 @@ pub trait Store {
     fn all_heads(&self) -> Result<Vec<TaskHead>, StoreError>;
     /// The heads of a task's children, in `(order, id)` order.
     fn children(&self, id: &TaskId) -> Result<Vec<TaskHead>, StoreError>;
+    /// The ids of a task's children, in `(order, id)` order: what a view lists, read
+    /// from the tree index alone.
+    fn child_ids(&self, id: &TaskId) -> Result<Vec<TaskId>, StoreError>;
     /// The heads of every task below `id` (its children, theirs, …), sorted by id.
     fn descendants(&self, id: &TaskId) -> Result<Vec<TaskHead>, StoreError>;
     /// How many children each parent has in each stored `(status, passes)`, kept by
@@ -308,6 +311,14 @@ pub(crate) fn tally_row(
         status: Status::parse(status).ok_or_else(|| bad(format!("status {status:?}")))?,
         passes,
         n: u64::try_from(n).map_err(|e| bad(e.to_string()))?,
+    })
+}
+
+/// A task id read back from the store.
+pub(crate) fn stored_id(id: &str) -> Result<TaskId, StoreError> {
+    TaskId::new(id).map_err(|e| StoreError::Decode {
+        what: format!("task id {id:?}"),
+        detail: e.to_string(),
     })
 }
 

@@ -821,6 +821,18 @@ impl Store for PgStore {
         )
     }
 
+    fn child_ids(&self, id: &TaskId) -> Result<Vec<TaskId>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(
+            &mut *c,
+            "SELECT id FROM tasks WHERE parent = $1 ORDER BY ord, id",
+        )?;
+        let rows = c.query(&q, &[&id.as_str()]).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| crate::stored_id(r.get::<_, &str>(0)))
+            .collect()
+    }
+
     fn descendants(&self, id: &TaskId) -> Result<Vec<TaskHead>, StoreError> {
         self.query_heads(
             "WITH RECURSIVE below(id) AS (

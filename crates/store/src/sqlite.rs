@@ -839,6 +839,25 @@ impl Store for SqliteStore {
         )
     }
 
+    fn child_ids(&self, id: &TaskId) -> Result<Vec<TaskId>, StoreError> {
+        // Covered by `tasks_tree (parent, ord, id, …)`: no row of the table is read.
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id FROM tasks WHERE parent = ?1 ORDER BY ord, id")
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([id.as_str()]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let raw = r.get_ref(0).map_err(|e| self.err(e))?;
+            let text = raw.as_str().map_err(|e| StoreError::Decode {
+                what: format!("a child id of {id}"),
+                detail: e.to_string(),
+            })?;
+            out.push(crate::stored_id(text)?);
+        }
+        Ok(out)
+    }
+
     fn descendants(&self, id: &TaskId) -> Result<Vec<TaskHead>, StoreError> {
         // UNION, not UNION ALL: a parent cycle (never stored) would end, not loop.
         self.read_heads(

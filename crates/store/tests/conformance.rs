@@ -539,6 +539,17 @@ fn heads_tally_and_targeted_reads(open: Open) {
         .map(|h| h.id.to_string())
         .collect();
     assert_eq!(kids, ["c", "a", "b"]);
+    let ids: Vec<String> = s
+        .child_ids(&tid("g"))
+        .unwrap()
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(
+        ids, kids,
+        "child ids in the same order as the children's heads"
+    );
+    assert!(s.child_ids(&tid("d")).unwrap().is_empty());
     let below: Vec<String> = s
         .descendants(&tid("g"))
         .unwrap()
@@ -581,6 +592,8 @@ fn heads_tally_and_targeted_reads(open: Open) {
     let solo_kids = s.children(&tid("solo")).unwrap();
     assert_eq!(solo_kids.len(), 1);
     assert_eq!(solo_kids[0].id, tid("b"));
+    assert_eq!(s.child_ids(&tid("solo")).unwrap(), [tid("b")]);
+    assert_eq!(s.child_ids(&tid("g")).unwrap(), [tid("c"), tid("a")]);
     let c = s.get(&tid("c")).unwrap().unwrap();
     let removed =
         ops::record(&c, vec![warden_core::event::EventKind::TaskRemoved], &ctx()).unwrap();

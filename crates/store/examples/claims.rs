@@ -3,7 +3,12 @@
 //! until every task is taken. Prints claims per second and checks that no task was
 //! claimed twice.
 //!
-//! Usage: `cargo run --release -p warden-store --example claims -- URL RUNNERS TASKS [spread]`
+//! Usage: `cargo run --release -p warden-store --example claims -- URL RUNNERS TASKS [MODE]`
+//! where MODE is `all` (the default: every runner offers every task not its own, in the
+//! same order), `spread` (the same, each runner starting at its own offset) or `window`
+//! (as `warden run` offers them: the next task in tree order that the runner has not
+//! seen taken, and two spares after it; a runner that gets a spare knows the tasks
+//! before it are taken)
 //! with URL `postgres://…` (a server: a fresh database is created on it and dropped
 //! after) or `sqlite:/tmp/x.db` (a new file). `bench/pg_claims.sh` starts a throwaway
 //! PostgreSQL cluster and runs it for 1 and 3 runners.
@@ -37,14 +42,18 @@ fn ctx(now: jiff::Timestamp) -> Ctx<'static> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (url, runners, tasks, spread) = match &args[..] {
-        [_, url, runners, tasks] => (url, runners, tasks, false),
-        [_, url, runners, tasks, s] if s == "spread" => (url, runners, tasks, true),
+    let (url, runners, tasks, mode) = match &args[..] {
+        [_, url, runners, tasks] => (url, runners, tasks, "all"),
+        [_, url, runners, tasks, m] if ["all", "spread", "window"].contains(&m.as_str()) => {
+            (url, runners, tasks, m.as_str())
+        }
         _ => {
-            eprintln!("usage: claims URL RUNNERS TASKS [spread]");
+            eprintln!("usage: claims URL RUNNERS TASKS [all|spread|window]");
             std::process::exit(2);
         }
     };
+    let spread = mode == "spread";
+    let window = mode == "window";
     let runners: usize = runners.parse().expect("RUNNERS");
     let n: usize = tasks.parse().expect("TASKS");
     let _db;
@@ -86,8 +95,42 @@ fn main() {
                 let s = open(&url);
                 let owner = format!("bench:{r}");
                 let mut mine: BTreeSet<TaskId> = BTreeSet::new();
+                // In `window` mode: the first task this runner has not seen taken.
+                let mut cursor = 0usize;
                 barrier.wait();
                 loop {
+                    if window {
+                        if cursor >= ids.len() {
+                            return mine;
+                        }
+                        let offered = &ids[cursor..(cursor + 3).min(ids.len())];
+                        let now = jiff::Timestamp::now();
+                        let got = s
+                            .claim(offered, &owner, now, Duration::from_secs(30), 1)
+                            .unwrap();
+                        let Some(l) = got.into_iter().next() else {
+                            cursor += offered.len();
+                            continue;
+                        };
+                        let at = offered.iter().position(|i| *i == l.task).unwrap();
+                        cursor += at + 1;
+                        let t = s.get(&l.task).unwrap().unwrap();
+                        let ch = ops::transition(
+                            &t,
+                            Status::Working,
+                            &TransitionInput::default(),
+                            &ctx(now),
+                        )
+                        .unwrap();
+                        s.commit(Batch {
+                            changes: vec![ch],
+                            fence: Some(l.fence()),
+                            ..Default::default()
+                        })
+                        .unwrap();
+                        mine.insert(l.task);
+                        continue;
+                    }
                     // Every runner offers the same candidates in the same order (as
                     // `warden run` does today), or, with `spread`, starts at its own
                     // offset, so that runners rarely reach for the same task.
@@ -149,7 +192,11 @@ fn main() {
     println!(
         "{} runner(s), {n} tasks{}: {:.0} claims/s ({secs:.2} s)",
         runners,
-        if spread { ", spread" } else { "" },
+        match mode {
+            "all" => "",
+            "spread" => ", spread",
+            _ => ", a slot and two spares",
+        },
         n as f64 / secs
     );
 }

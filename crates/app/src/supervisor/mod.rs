@@ -294,6 +294,48 @@ struct Pass {
     looked: Vec<Task>,
 }
 
+/// Pending tasks offered as spares per free slot, for starts another runner takes first.
+const SPARES_PER_SLOT: usize = 2;
+
+/// The steps a pass runs, from what it wants (tasks under way first, then starts, each
+/// group in tree order): every quick step, and heavy steps (a start, a phase, a session,
+/// a finish, a reset) up to `slots`; at most `threads` in all. Beside them, the next
+/// starts that did not fit (at most [`SPARES_PER_SLOT`] per slot), to claim instead of
+/// chosen starts another runner claims first.
+fn choose(
+    wanted: Vec<(TaskId, Action)>,
+    slots: usize,
+    threads: usize,
+) -> (Vec<(TaskId, Action)>, Vec<TaskId>) {
+    let mut heavy = 0usize;
+    let mut chosen: Vec<(TaskId, Action)> = Vec::new();
+    let mut spares: Vec<TaskId> = Vec::new();
+    for (id, action) in wanted {
+        let heavy_step = matches!(
+            action,
+            Action::Start
+                | Action::RunPhase(_)
+                | Action::StartSession { .. }
+                | Action::Finish
+                | Action::ResetWorktree
+        );
+        if heavy_step {
+            if heavy >= slots {
+                if action == Action::Start && spares.len() < slots * SPARES_PER_SLOT {
+                    spares.push(id);
+                }
+                continue;
+            }
+            heavy += 1;
+        }
+        if chosen.len() >= threads {
+            break;
+        }
+        chosen.push((id, action));
+    }
+    (chosen, spares)
+}
+
 impl Supervisor {
     /// Opens the workspace for supervising. `stop` ends the loop when set.
     pub fn new(ws: Workspace, opts: Options, stop: Arc<AtomicBool>) -> Result<Supervisor, Failure> {
@@ -685,35 +727,26 @@ impl Supervisor {
         // (a stop, a report, a cleanup) always run.
         wanted.sort_by_key(|(_, a)| *a == Action::Start);
         let slots = self.opts.max_parallel.saturating_sub(running);
-        let mut heavy = 0usize;
-        let mut chosen: Vec<(TaskId, Action)> = Vec::new();
-        for (id, action) in wanted {
-            let heavy_step = matches!(
-                action,
-                Action::Start
-                    | Action::RunPhase(_)
-                    | Action::StartSession { .. }
-                    | Action::Finish
-                    | Action::ResetWorktree
-            );
-            if heavy_step {
-                if heavy >= slots {
-                    continue;
-                }
-                heavy += 1;
-            }
-            if chosen.len() >= threads {
-                break;
-            }
-            chosen.push((id, action));
-        }
+        let (chosen, spares) = choose(wanted, slots, threads);
         if !chosen.is_empty() {
             let ids: Vec<TaskId> = chosen.iter().map(|(id, _)| id.clone()).collect();
             let claimed = self.claim(&ids, ids.len()).map_err(Failure::from)?;
-            for (id, action) in chosen {
-                if !claimed.contains(&id) {
-                    continue;
-                }
+            // Starts another runner took first (runners sharing a store all reach for
+            // the first pending tasks in tree order): their slots go to the next pending
+            // tasks now, not a pass later.
+            let lost = chosen
+                .iter()
+                .filter(|(id, a)| *a == Action::Start && !claimed.contains(id))
+                .count();
+            let mut started: Vec<(TaskId, Action)> = chosen
+                .into_iter()
+                .filter(|(id, _)| claimed.contains(id))
+                .collect();
+            if lost > 0 && !spares.is_empty() {
+                let got = self.claim(&spares, lost).map_err(Failure::from)?;
+                started.extend(got.into_iter().map(|id| (id, Action::Start)));
+            }
+            for (id, action) in started {
                 on_event(RunEvent::Step {
                     task: id.clone(),
                     what: action.describe(),
@@ -1023,4 +1056,50 @@ fn idle_summary(board: &Board) -> Idle {
         ExitCode::Ok
     };
     idle
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_core::model::Phase;
+
+    fn id(s: &str) -> TaskId {
+        TaskId::new(s).unwrap()
+    }
+
+    fn ids(v: &[(TaskId, Action)]) -> Vec<&str> {
+        v.iter().map(|(i, _)| i.as_str()).collect()
+    }
+
+    #[test]
+    fn a_pass_runs_quick_steps_and_heavy_ones_up_to_its_slots_with_spare_starts() {
+        let wanted = vec![
+            (id("w"), Action::RunPhase(Phase::Prechecks)),
+            (
+                id("gone"),
+                Action::ReportGone {
+                    session: "s".into(),
+                },
+            ),
+            (id("a"), Action::Start),
+            (id("b"), Action::Start),
+            (id("c"), Action::Start),
+            (id("d"), Action::Start),
+            (id("e"), Action::Start),
+            (id("f"), Action::Start),
+            (id("g"), Action::Start),
+        ];
+        // Two slots: the phase and one start, the quick step beside them; the next starts
+        // (two per slot) are spares.
+        let (chosen, spares) = choose(wanted.clone(), 2, 16);
+        assert_eq!(ids(&chosen), ["w", "gone", "a"]);
+        assert_eq!(spares, [id("b"), id("c"), id("d"), id("e")]);
+        // No slot: quick steps only, and nothing to spare.
+        let (chosen, spares) = choose(wanted.clone(), 0, 16);
+        assert_eq!(ids(&chosen), ["gone"]);
+        assert!(spares.is_empty());
+        // The thread limit bounds what runs at once.
+        let (chosen, _) = choose(wanted, 8, 2);
+        assert_eq!(ids(&chosen), ["w", "gone"]);
+    }
 }

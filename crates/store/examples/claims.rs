@@ -105,9 +105,13 @@ fn main() {
                         }
                         let offered = &ids[cursor..(cursor + 3).min(ids.len())];
                         let now = jiff::Timestamp::now();
-                        let got = s
-                            .claim(offered, &owner, now, Duration::from_secs(30), 1)
-                            .unwrap();
+                        // The chosen task first; the spares only when another runner
+                        // took it (two calls, as the supervisor's pass makes them).
+                        let ttl = Duration::from_secs(30);
+                        let mut got = s.claim(&offered[..1], &owner, now, ttl, 1).unwrap();
+                        if got.is_empty() && offered.len() > 1 {
+                            got = s.claim(&offered[1..], &owner, now, ttl, 1).unwrap();
+                        }
                         let Some(l) = got.into_iter().next() else {
                             cursor += offered.len();
                             continue;

@@ -11,7 +11,7 @@ use clap::Args;
 
 use crate::ctx::Global;
 use crate::out;
-use warden_core::failure::Failure;
+use warden_core::failure::{ExitCode, Failure};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -92,10 +92,23 @@ impl Demo {
             .stderr(Stdio::inherit())
             .status()
             .map_err(|e| Failure::internal(e.to_string()))?;
-        if !st.success() {
-            return Err(Failure::internal(
-                "the supervisor failed; see its output above",
-            ));
+        // `--until-idle` says how the run ended: all done, waiting for the person (a
+        // review to approve), or something stuck or dead (a crash to respawn). The demo's
+        // person acts on the last two; any other code is a failure of the run itself.
+        let code = st.code().and_then(|c| ExitCode::from_code(c.into()));
+        match code {
+            Some(ExitCode::Ok) => {}
+            Some(ExitCode::NeedsPerson) => {
+                out::line("  (the run ended with exit 6: something waits for the person)")
+            }
+            Some(ExitCode::StuckOrDead) => {
+                out::line("  (the run ended with exit 7: something is stuck or dead)")
+            }
+            _ => {
+                return Err(Failure::internal(format!(
+                    "the supervisor failed ({st}); see its output above"
+                )));
+            }
         }
         Ok(())
     }
@@ -220,7 +233,7 @@ fn script(d: &Demo, session: &str) -> Result<(), Failure> {
             match t["status"].as_str() {
                 Some("reviewing") => {
                     out::line(&format!("  (the person reviews {id} and approves it)"));
-                    d.person(&["task", "update", id, "--status", "done"])?;
+                    d.person(&["task", "approve", id])?;
                     acted = true;
                 }
                 Some("working") if t["dead"] == true => {

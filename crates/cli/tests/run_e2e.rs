@@ -678,3 +678,56 @@ pub fn sim_agent(config: &str) -> String {
     assert!(text.contains("agent-sim"), "no preset line in {config}");
     text + "\n"
 }
+
+/// The README's first command: `warden demo` runs its sample plan to the end, acting as
+/// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
+/// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.
+#[test]
+fn the_demo_runs_its_plan_to_the_end() {
+    let dir = std::env::temp_dir().join(format!(
+        "warden-demo-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = Command::new(bin())
+        .args(["demo", "--keep"])
+        .arg(&dir)
+        .env("NO_COLOR", "1")
+        .env_remove("WARDEN_DIR")
+        .env_remove("WARDEN_STORE_URL")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("the run ended with exit 7"), "{out}");
+    assert!(out.contains("the run ended with exit 6"), "{out}");
+    assert!(out.contains("untracked notes.txt are intact"), "{out}");
+    let list = Command::new(bin())
+        .args(["--json", "task", "list"])
+        .current_dir(&dir)
+        .env_remove("WARDEN_DIR")
+        .env_remove("WARDEN_STORE_URL")
+        .output()
+        .unwrap();
+    let tasks: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let status = |id: &str| -> String {
+        tasks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .map(|t| t["status"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    for id in ["schema", "api", "auth", "ui", "docs"] {
+        assert_eq!(status(id), "done", "{id}: {tasks:#}");
+    }
+    assert_eq!(status("i18n"), "stuck", "{tasks:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -447,14 +447,7 @@ fn an_idle_supervisor_stays_announced_however_often_status_looks() {
             .unwrap_or(0)
     };
     let wait_for = |n: usize, what: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while count() != n {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{what} never announced"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::pg_runners::wait_until(Duration::from_secs(30), what, || count() == n);
     };
     let first = p.spawn_run();
     wait_for(1, "the first run");
@@ -476,7 +469,7 @@ fn an_idle_supervisor_stays_announced_however_often_status_looks() {
         .collect();
     assert_eq!(pids.len(), 2, "{v:#}");
     stop(second);
-    wait_for(1, "the first run, after the second stopped,");
+    wait_for(1, "the first run alone, after the second stopped");
     stop(first);
     assert_eq!(count(), 0);
 }

@@ -58,7 +58,7 @@ fn wait_for(mut child: Child, limit: Duration, what: &str, log: &Path) -> i32 {
     }
 }
 
-fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
         assert!(start.elapsed() < limit, "timed out waiting for {what}");

@@ -684,18 +684,18 @@ pub fn sim_agent(config: &str) -> String {
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.
 #[test]
 fn the_demo_runs_its_plan_to_the_end() {
-    let dir = std::env::temp_dir().join(format!(
+    let root = std::env::temp_dir().join(format!(
         "warden-demo-test-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::SeqCst)
     ));
-    let _ = std::fs::remove_dir_all(&dir);
-    let o = Command::new(bin())
-        .args(["demo", "--keep"])
-        .arg(&dir)
-        .env("NO_COLOR", "1")
-        .env_remove("WARDEN_DIR")
-        .env_remove("WARDEN_STORE_URL")
+    std::fs::create_dir_all(&root).unwrap();
+    let p = Project {
+        root,
+        env: Vec::new(),
+    };
+    let o = p
+        .cmd(&["demo", "--keep", p.root.to_str().unwrap()])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
@@ -708,26 +708,10 @@ fn the_demo_runs_its_plan_to_the_end() {
     assert!(out.contains("the run ended with exit 7"), "{out}");
     assert!(out.contains("the run ended with exit 6"), "{out}");
     assert!(out.contains("untracked notes.txt are intact"), "{out}");
-    let list = Command::new(bin())
-        .args(["--json", "task", "list"])
-        .current_dir(&dir)
-        .env_remove("WARDEN_DIR")
-        .env_remove("WARDEN_STORE_URL")
-        .output()
-        .unwrap();
-    let tasks: Value = serde_json::from_slice(&list.stdout).unwrap();
-    let status = |id: &str| -> String {
-        tasks
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["id"] == id)
-            .map(|t| t["status"].as_str().unwrap().to_owned())
-            .unwrap_or_default()
-    };
     for id in ["schema", "api", "auth", "ui", "docs"] {
-        assert_eq!(status(id), "done", "{id}: {tasks:#}");
+        let t = p.task(id);
+        assert_eq!(t["status"], "done", "{id}: {t:#}");
     }
-    assert_eq!(status("i18n"), "stuck", "{tasks:#}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let t = p.task("i18n");
+    assert_eq!(t["status"], "stuck", "{t:#}");
 }

@@ -2,7 +2,7 @@
 //! tasks are phases; from them come the percentage, the 20-cell bar, the progress status
 //! of the project and of each phase, and each task's derived gate status.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -252,17 +252,15 @@ pub struct PhaseView<'a> {
 /// (which the store never produces) are unreachable from any root and left out.
 #[derive(Clone, Debug)]
 pub struct TreeView<'a> {
-    // Hashed, not ordered: STATE.md of 100,000 tasks builds this once per render, and
-    // every order the view shows comes from sorting the children by `(order, id)`.
-    by_id: HashMap<&'a TaskId, &'a Task>,
+    by_id: BTreeMap<&'a TaskId, &'a Task>,
     phases: Vec<PhaseView<'a>>,
 }
 
 impl<'a> TreeView<'a> {
     /// Builds the view; the input order does not matter.
     pub fn new(tasks: &'a [Task]) -> TreeView<'a> {
-        let by_id: HashMap<&TaskId, &Task> = tasks.iter().map(|t| (t.id(), t)).collect();
-        let mut children: HashMap<Option<&TaskId>, Vec<&Task>> = HashMap::new();
+        let by_id: BTreeMap<&TaskId, &Task> = tasks.iter().map(|t| (t.id(), t)).collect();
+        let mut children: BTreeMap<Option<&TaskId>, Vec<&Task>> = BTreeMap::new();
         for t in by_id.values() {
             let parent = t.spec.parent.as_ref().filter(|p| by_id.contains_key(p));
             children.entry(parent).or_default().push(t);
@@ -270,7 +268,7 @@ impl<'a> TreeView<'a> {
         for list in children.values_mut() {
             list.sort_by(|a, b| (a.spec.order, a.id()).cmp(&(b.spec.order, b.id())));
         }
-        let mut visited = HashSet::with_capacity(by_id.len());
+        let mut visited = BTreeSet::new();
         let roots = children.get(&None).cloned().unwrap_or_default();
         let phases = roots
             .into_iter()
@@ -320,8 +318,8 @@ impl<'a> TreeView<'a> {
 
 fn collect_leaves<'a>(
     task: &'a Task,
-    children: &HashMap<Option<&'a TaskId>, Vec<&'a Task>>,
-    visited: &mut HashSet<&'a TaskId>,
+    children: &BTreeMap<Option<&'a TaskId>, Vec<&'a Task>>,
+    visited: &mut BTreeSet<&'a TaskId>,
     out: &mut Vec<&'a Task>,
 ) {
     if !visited.insert(task.id()) {

@@ -99,15 +99,15 @@ fn main() {
                 let mut cursor = 0usize;
                 barrier.wait();
                 loop {
-                    if window {
+                    let now = jiff::Timestamp::now();
+                    let ttl = Duration::from_secs(30);
+                    let lease = if window {
                         if cursor >= ids.len() {
                             return mine;
                         }
                         let offered = &ids[cursor..(cursor + 3).min(ids.len())];
-                        let now = jiff::Timestamp::now();
                         // The chosen task first; the spares only when another runner
                         // took it (two calls, as the supervisor's pass makes them).
-                        let ttl = Duration::from_secs(30);
                         let mut got = s.claim(&offered[..1], &owner, now, ttl, 1).unwrap();
                         if got.is_empty() && offered.len() > 1 {
                             got = s.claim(&offered[1..], &owner, now, ttl, 1).unwrap();
@@ -118,44 +118,30 @@ fn main() {
                         };
                         let at = offered.iter().position(|i| *i == l.task).unwrap();
                         cursor += at + 1;
-                        let t = s.get(&l.task).unwrap().unwrap();
-                        let ch = ops::transition(
-                            &t,
-                            Status::Working,
-                            &TransitionInput::default(),
-                            &ctx(now),
-                        )
-                        .unwrap();
-                        s.commit(Batch {
-                            changes: vec![ch],
-                            fence: Some(l.fence()),
-                            ..Default::default()
-                        })
-                        .unwrap();
-                        mine.insert(l.task);
-                        continue;
-                    }
-                    // Every runner offers the same candidates in the same order (as
-                    // `warden run` does today), or, with `spread`, starts at its own
-                    // offset, so that runners rarely reach for the same task.
-                    let k = if spread { r * ids.len() / runners } else { 0 };
-                    let rest: Vec<TaskId> = ids[k..]
-                        .iter()
-                        .chain(&ids[..k])
-                        .filter(|i| !mine.contains(*i))
-                        .cloned()
-                        .collect();
-                    let now = jiff::Timestamp::now();
-                    let got = s
-                        .claim(&rest, &owner, now, Duration::from_secs(30), 1)
-                        .unwrap();
-                    let Some(l) = got.into_iter().next() else {
-                        if s.leases().unwrap().len() >= ids.len() {
-                            return mine;
-                        }
-                        continue;
+                        l
+                    } else {
+                        // Every runner offers the same candidates in the same order (as
+                        // `warden run` did before it offered spares), or, with `spread`,
+                        // starts at its own offset, so that runners rarely reach for the
+                        // same task.
+                        let k = if spread { r * ids.len() / runners } else { 0 };
+                        let rest: Vec<TaskId> = ids[k..]
+                            .iter()
+                            .chain(&ids[..k])
+                            .filter(|i| !mine.contains(*i))
+                            .cloned()
+                            .collect();
+                        let got = s.claim(&rest, &owner, now, ttl, 1).unwrap();
+                        let Some(l) = got.into_iter().next() else {
+                            if s.leases().unwrap().len() >= ids.len() {
+                                return mine;
+                            }
+                            continue;
+                        };
+                        l
                     };
-                    let t = s.get(&l.task).unwrap().unwrap();
+                    // The fenced start of the claimed task.
+                    let t = s.get(&lease.task).unwrap().unwrap();
                     let ch = ops::transition(
                         &t,
                         Status::Working,
@@ -165,11 +151,11 @@ fn main() {
                     .unwrap();
                     s.commit(Batch {
                         changes: vec![ch],
-                        fence: Some(l.fence()),
+                        fence: Some(lease.fence()),
                         ..Default::default()
                     })
                     .unwrap();
-                    mine.insert(l.task);
+                    mine.insert(lease.task);
                 }
             })
         })

@@ -118,7 +118,13 @@ impl App {
     pub fn verify_state(&self) -> Result<Verified> {
         let path = self.ws().state_md();
         let shown = self.ws().display(&path);
-        let text = match files::read_text(&self.ws().dir, &path) {
+        let (tasks, events) = self.eng.state_sources()?;
+        let input = self.eng.state_input(&tasks, &events);
+        // STATE.md grows with the project: a file up to twice a fresh render's size is
+        // read and compared (a few more lines is a difference to report, not a refusal).
+        let fresh = state_md::render(&input);
+        let max = files::MAX_FILE_BYTES.max(2 * fresh.len() as u64);
+        let text = match files::read_text_up_to(&self.ws().dir, &path, max) {
             Ok(t) => t,
             Err(FileError::Missing(_)) => {
                 return Err(Failure::not_found(format!(
@@ -127,9 +133,7 @@ impl App {
             }
             Err(e) => return Err(e.into()),
         };
-        let (tasks, events) = self.eng.state_sources()?;
-        let input = self.eng.state_input(&tasks, &events);
-        let differences: Vec<Difference> = state_md::verify(&text, &input)
+        let differences: Vec<Difference> = state_md::compare(&text, &fresh)
             .into_iter()
             .map(|d| Difference {
                 line: d.line,

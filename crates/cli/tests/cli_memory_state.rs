@@ -366,3 +366,158 @@ fn check_passes_after_many_operations() {
     assert!(text(&o.stdout).starts_with("ok:"), "{}", text(&o.stdout));
     ws.ok(&["state", "verify"]);
 }
+
+/// A project too big to draw (over 200 tasks) keeps its STATE.md rendering in
+/// `.warden/cache/state-md` and brings it up to date from the tasks changed since; every
+/// render is still the one from every task (`state verify` compares with that), and a
+/// kept rendering of another store, a damaged one or one left behind by a new task is
+/// not trusted.
+#[test]
+fn a_big_projects_state_md_is_kept_and_follows_every_change() {
+    let ws = Workspace::new("statekept");
+    let mut tasks = vec![
+        json!({"id": "p1"}),
+        json!({"id": "p2"}),
+        json!({"id": "p3"}),
+    ];
+    for i in 0..240 {
+        let phase = ["p1", "p2", "p3"][i % 3];
+        let mut t =
+            json!({"id": format!("t{i:03}"), "parent": phase, "title": format!("Task | {i}")});
+        if i % 7 == 0 && i > 0 {
+            // Depends on a task of another phase: its status shows in this one's lines.
+            t["depends_on"] = json!([format!("t{:03}", i - 1), "t001"]);
+        }
+        tasks.push(t);
+    }
+    let plan = ws.write("plan.json", json!({ "tasks": tasks }).to_string());
+    ws.ok(&["plan", "import", plan.to_str().unwrap()]);
+    ws.ok(&["state", "--write"]);
+    let cache = ws.path(".warden/cache/state-md");
+    assert!(cache.exists(), "a big project's rendering is kept");
+    let seq_of = || {
+        let kept = std::fs::read_to_string(&cache).unwrap();
+        let line = kept
+            .lines()
+            .find(|l| l.starts_with("seq\t"))
+            .unwrap()
+            .to_owned();
+        line["seq\t".len()..].parse::<u64>().unwrap()
+    };
+    let fresh = || {
+        // What a render from every task gives: the same command without the kept one.
+        let kept = std::fs::read(&cache).unwrap();
+        std::fs::remove_file(&cache).unwrap();
+        let o = ws.ok(&["state"]);
+        std::fs::write(&cache, kept).unwrap();
+        text(&o.stdout)
+    };
+    let mut seen = seq_of();
+    let steps: &[(&[&str], &str)] = &[
+        (
+            &["task", "update", "t001", "--status", "working"],
+            "a dependency starts",
+        ),
+        (
+            &["task", "update", "t006", "--status", "working"],
+            "a dependency starts",
+        ),
+        (
+            &["task", "update", "t001", "--status", "clarification"],
+            "a question",
+        ),
+        (
+            &["task", "cancel", "t006", "--reason", "not needed"],
+            "a dependency cancelled",
+        ),
+        (
+            &["task", "update", "t100", "--status", "working"],
+            "another phase",
+        ),
+        (
+            &[
+                "task",
+                "update",
+                "t100",
+                "--status",
+                "stuck",
+                "--reason",
+                "broke | badly\nreally",
+            ],
+            "stuck with a reason",
+        ),
+    ];
+    for (args, what) in steps {
+        ws.ok(args);
+        // STATE.md was written after the change from the kept rendering.
+        let o = ws.run(&["state", "verify"]);
+        assert_eq!(
+            code(&o),
+            0,
+            "{what}: {}",
+            describe(&["state", "verify"], &o)
+        );
+        let printed = text(&ws.ok(&["state"]).stdout);
+        assert_eq!(printed, fresh(), "{what}");
+        let now = seq_of();
+        assert!(
+            now > seen,
+            "{what}: the kept rendering follows ({seen} → {now})"
+        );
+        seen = now;
+    }
+    let printed = text(&ws.ok(&["state"]).stdout);
+    assert!(
+        printed.contains("t007: blocked by t006 (cancelled), t001 (clarification)"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("- t100: broke | badly really\n"),
+        "{printed}"
+    );
+
+    // The kept rendering is what is shown: a row changed in it shows (so it is used), and
+    // `state verify`, which renders from every task, reports it.
+    let kept = std::fs::read_to_string(&cache).unwrap();
+    let row = "| t200 | p3 | pending | - | 0/3 | Task \\| 200 |";
+    assert!(kept.contains(row), "t200's row is kept");
+    std::fs::write(
+        &cache,
+        kept.replace(row, "| t200 | p3 | pending | - | 0/3 | Tampered |"),
+    )
+    .unwrap();
+    ws.to("t002", "working");
+    assert!(text(&ws.ok(&["state"]).stdout).contains("Tampered"));
+    let o = ws.expect(&["state", "verify"], 1);
+    assert!(
+        text(&o.stdout).contains("Tampered"),
+        "{}",
+        describe(&["state", "verify"], &o)
+    );
+
+    // A new task is not followed: STATE.md is rendered from every task again.
+    ws.create("t999", &["--parent", "p1"]);
+    assert_eq!(text(&ws.ok(&["state"]).stdout), fresh());
+    ws.ok(&["state", "verify"]);
+
+    // Damaged, cut short, or another store's: not trusted.
+    let good = std::fs::read_to_string(&cache).unwrap();
+    let expect = fresh();
+    std::fs::write(&cache, &good[..good.len() / 2]).unwrap();
+    assert_eq!(
+        text(&ws.ok(&["state"]).stdout),
+        expect,
+        "a cut-short rendering"
+    );
+    std::fs::write(&cache, good.replace("\tpending\t0\t", "\tdone\t1\t")).unwrap();
+    let other = Workspace::new("statekept-other");
+    let plan = other.write("plan.json", json!({ "tasks": tasks }).to_string());
+    other.ok(&["plan", "import", plan.to_str().unwrap()]);
+    std::fs::create_dir_all(other.path(".warden/cache")).unwrap();
+    std::fs::write(other.path(".warden/cache/state-md"), &good).unwrap();
+    let theirs = text(&other.ok(&["state"]).stdout);
+    assert!(
+        !theirs.contains("working") && !theirs.contains("Tampered"),
+        "another store's rendering is not used:\n{theirs}"
+    );
+}

@@ -152,22 +152,28 @@ impl fmt::Display for GateStatus {
 /// rest pending, none active). Seed 002 keeps the status "In progress" after a success
 /// or a failure until the phase is complete, so that case is `In progress` too.
 pub fn progress_status<'a>(leaves: impl IntoIterator<Item = &'a Task>) -> ProgressStatus {
-    let counted: Vec<&Task> = leaves
+    status_of(leaves.into_iter().map(|t| (t.status(), t.passes())))
+}
+
+/// [`progress_status`] over each leaf's `(status, passes)`: what STATE.md's stored
+/// rendering keeps of a leaf.
+pub fn status_of(leaves: impl IntoIterator<Item = (Status, bool)>) -> ProgressStatus {
+    let counted: Vec<(Status, bool)> = leaves
         .into_iter()
-        .filter(|t| t.status() != Status::Cancelled)
+        .filter(|(s, _)| *s != Status::Cancelled)
         .collect();
-    let any = |f: &dyn Fn(&Task) -> bool| counted.iter().any(|t| f(t));
+    let any = |f: &dyn Fn(Status) -> bool| counted.iter().any(|(s, _)| f(*s));
     if counted.is_empty() {
         ProgressStatus::ReadyToPlan
-    } else if counted.iter().all(|t| t.passes()) {
+    } else if counted.iter().all(|(_, passes)| *passes) {
         ProgressStatus::Complete
-    } else if any(&|t| matches!(t.status(), Status::Working | Status::Clarification)) {
+    } else if any(&|s| matches!(s, Status::Working | Status::Clarification)) {
         ProgressStatus::InProgress
-    } else if any(&|t| matches!(t.status(), Status::AgentReview | Status::Reviewing)) {
+    } else if any(&|s| matches!(s, Status::AgentReview | Status::Reviewing)) {
         ProgressStatus::Verifying
     } else if counted
         .iter()
-        .all(|t| t.status() == Status::Pending && !t.passes())
+        .all(|(s, passes)| *s == Status::Pending && !passes)
     {
         ProgressStatus::Planning
     } else {
@@ -207,22 +213,23 @@ pub struct Progress {
 
 impl Progress {
     /// Computes the counts and the status of a set of leaves.
-    pub fn of<'a>(leaves: impl IntoIterator<Item = &'a Task> + Clone) -> Progress {
-        let counted = leaves
-            .clone()
-            .into_iter()
-            .filter(|t| t.status() != Status::Cancelled);
+    pub fn of<'a>(leaves: impl Iterator<Item = &'a Task> + Clone) -> Progress {
+        Progress::of_pairs(leaves.map(|t| (t.status(), t.passes())))
+    }
+
+    /// [`Progress::of`] over each leaf's `(status, passes)`.
+    pub fn of_pairs(leaves: impl Iterator<Item = (Status, bool)> + Clone) -> Progress {
         let (mut complete, mut total) = (0, 0);
-        for t in counted {
+        for (_, passes) in leaves.clone().filter(|(s, _)| *s != Status::Cancelled) {
             total += 1;
-            if t.passes() {
+            if passes {
                 complete += 1;
             }
         }
         Progress {
             complete,
             total,
-            status: progress_status(leaves),
+            status: status_of(leaves),
         }
     }
 
@@ -296,18 +303,22 @@ impl<'a> TreeView<'a> {
         self.by_id.get(id).copied()
     }
 
-    /// The dependencies of `task` that are not `done`, with their status (`None` when the
-    /// dependency does not exist), in the order the task lists them.
-    pub fn open_dependencies<'t>(&self, task: &'t Task) -> Vec<(&'t TaskId, Option<Status>)> {
+    /// The dependencies of `task` with their status (`None` when the dependency does not
+    /// exist), in the order the task lists them.
+    pub fn dependencies<'t>(&self, task: &'t Task) -> Vec<(&'t TaskId, Option<Status>)> {
         task.spec
             .depends_on
             .iter()
-            .filter_map(|dep| match self.by_id.get(dep) {
-                Some(t) if t.status() == Status::Done => None,
-                Some(t) => Some((dep, Some(t.status()))),
-                None => Some((dep, None)),
-            })
+            .map(|dep| (dep, self.by_id.get(dep).map(|t| t.status())))
             .collect()
+    }
+
+    /// The dependencies of `task` that are not `done`, with their status (`None` when the
+    /// dependency does not exist), in the order the task lists them.
+    pub fn open_dependencies<'t>(&self, task: &'t Task) -> Vec<(&'t TaskId, Option<Status>)> {
+        let mut deps = self.dependencies(task);
+        deps.retain(|(_, s)| *s != Some(Status::Done));
+        deps
     }
 
     /// The gate status of `task`, with its dependencies looked up in this view.

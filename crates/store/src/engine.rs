@@ -555,10 +555,94 @@ impl Engine {
         }
     }
 
-    /// Renders STATE.md from the store.
+    /// Renders STATE.md from the store: from the rendering kept in
+    /// `.warden/cache/state-md` when it was read from this store, brought up to date with
+    /// the tasks changed since (see [`state_md::Model`]); else from every task, and then
+    /// kept. Either way the text is what a render from every task gives (`warden state
+    /// verify` compares with that).
     pub fn render_state(&self) -> Result<String, EngineError> {
+        let origin = self.store.origin()?;
+        let (project, resume) = self.state_names();
+        let cache = self.ws.state_cache();
+        if let Some(origin) = &origin
+            && let Ok(kept) = std::fs::read_to_string(&cache)
+            && let Some((mut model, seq)) = state_md::Model::decode(&kept, origin)
+            && let Some(now) = self.follow_state(&mut model, seq)?
+        {
+            let last = self
+                .store
+                .last_event_where(history::ACTIVITY_TYPES, &history::is_activity)?;
+            let activity = history::activity(last.as_slice());
+            let text = model.render(&project, activity.last(), resume.as_deref());
+            if now != seq {
+                keep_state(&cache, &model, origin, now);
+            }
+            return Ok(text);
+        }
+        let seq = self.store.last_seq()?;
         let (tasks, events) = self.state_sources()?;
-        Ok(state_md::render(&self.state_input(&tasks, &events)))
+        let input = history::state_input(project, &tasks, &events, resume);
+        let model = state_md::Model::build(&input);
+        if let Some(origin) = &origin {
+            keep_state(&cache, &model, origin, seq);
+        }
+        Ok(model.render(
+            &input.project,
+            input.activity.last(),
+            input.resume_file.as_deref(),
+        ))
+    }
+
+    /// Brings a kept STATE.md model up to date with the tasks changed after event `seq`;
+    /// returns the newest event it now reflects, or `None` when it cannot follow (more
+    /// changes than are worth following one by one, or a task created, removed or moved)
+    /// and STATE.md is rendered from every task instead.
+    fn follow_state(
+        &self,
+        model: &mut state_md::Model,
+        seq: u64,
+    ) -> Result<Option<u64>, EngineError> {
+        /// Beyond this many changed tasks a render from every task is as cheap.
+        const FOLLOW_MAX: usize = 500;
+        let (changed, now) = self.store.changed_since(seq)?;
+        if changed.is_empty() {
+            return Ok(Some(now));
+        }
+        if changed.len() > FOLLOW_MAX {
+            return Ok(None);
+        }
+        let names: std::collections::BTreeSet<&str> = changed.iter().map(|c| c.as_str()).collect();
+        let mut read = model.dependents(&names);
+        read.extend(changed.iter().cloned());
+        read.sort();
+        read.dedup();
+        let tasks = self.store.get_many(&read)?;
+        let mut deps: Vec<TaskId> = tasks
+            .iter()
+            .flat_map(|t| t.spec.depends_on.iter().cloned())
+            .collect();
+        deps.sort();
+        deps.dedup();
+        let statuses: std::collections::BTreeMap<TaskId, Status> = self
+            .store
+            .heads(&deps)?
+            .into_iter()
+            .map(|h| (h.id, h.status))
+            .collect();
+        // A done leaf's duration, from its own lifecycle events, as the full render
+        // takes it from every done task's.
+        let mut durations = std::collections::BTreeMap::new();
+        for t in tasks.iter().filter(|t| t.status() == Status::Done) {
+            let mut events = self.store.events(Some(t.id()))?;
+            events.retain(|e| crate::LIFECYCLE_EVENTS.contains(&e.kind.type_name()));
+            if let Some((_, d)) = history::durations(&events, std::slice::from_ref(t)).pop() {
+                durations.insert(t.id().clone(), d);
+            }
+        }
+        let followed = model.update(&changed, &tasks, &|d| statuses.get(d).copied(), &|t| {
+            durations.get(t.id()).copied()
+        });
+        Ok(followed.then_some(now))
     }
 
     /// What STATE.md is rendered from, read without decoding every task or the whole
@@ -608,6 +692,13 @@ impl Engine {
         tasks: &'a [Task],
         events: &[warden_core::event::Event],
     ) -> state_md::StateInput<'a> {
+        let (project, resume) = self.state_names();
+        history::state_input(project, tasks, events, resume)
+    }
+
+    /// STATE.md's title (the project folder's name) and the continue file to resume
+    /// from, if there is one.
+    fn state_names(&self) -> (String, Option<String>) {
         let resume = self
             .ws
             .continue_md()
@@ -619,7 +710,7 @@ impl Engine {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "project".into());
-        history::state_input(project, tasks, events, resume)
+        (project, resume)
     }
 
     /// The prompt for a task's current status and role: `.warden/prompts/<name>.md` when
@@ -673,6 +764,19 @@ impl Engine {
         let text = self.render_state()?;
         files::write_view(&self.ws.state_md(), text.as_bytes())?;
         Ok(())
+    }
+}
+
+/// Keeps a STATE.md model for the next render (see [`Engine::render_state`]). It is a
+/// cache: not synced, and a failure to write it costs the next render its speed only.
+fn keep_state(path: &std::path::Path, model: &state_md::Model, origin: &str, seq: u64) {
+    let Some(text) = model.encode(origin, seq) else {
+        return;
+    };
+    if let Some(dir) = path.parent()
+        && std::fs::create_dir_all(dir).is_ok()
+    {
+        let _ = files::write_view(path, text.as_bytes());
     }
 }
 

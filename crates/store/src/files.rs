@@ -26,8 +26,8 @@ pub enum FileError {
     #[error("{0} is not a regular file; replace it with a regular file")]
     NotRegular(String),
     /// Over [`MAX_FILE_BYTES`].
-    #[error("{0} is {1} bytes, over the 1 MiB limit; shorten it")]
-    TooLarge(String, u64),
+    #[error("{0} is {1} bytes, over the {limit} limit; shorten it", limit = limit(*.2))]
+    TooLarge(String, u64, u64),
     /// Not UTF-8.
     #[error("{0} is not valid UTF-8 (first bad byte at offset {1}); save it as UTF-8")]
     NotUtf8(String, usize),
@@ -80,8 +80,27 @@ pub fn check_no_links(base: &Path, path: &Path) -> Result<(), FileError> {
     Ok(())
 }
 
-/// Reads an agent-writable text file under `base` safely (see the module docs).
+/// A size limit as a person reads it: `1 MiB`, `9.5 MiB`, `4096 bytes`.
+fn limit(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    if bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= MIB {
+        format!("{:.1} MiB", bytes as f64 / MIB as f64)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Reads an agent-writable text file under `base` safely (see the module docs), of at
+/// most [`MAX_FILE_BYTES`].
 pub fn read_text(base: &Path, path: &Path) -> Result<String, FileError> {
+    read_text_up_to(base, path, MAX_FILE_BYTES)
+}
+
+/// [`read_text`] with another size limit: for a file Warden itself writes that grows
+/// with the project (STATE.md of 100,000 tasks is about 5 MB).
+pub fn read_text_up_to(base: &Path, path: &Path, max: u64) -> Result<String, FileError> {
     let shown = path.display().to_string();
     if let Some(dir) = path.parent() {
         check_no_links(base, dir)?;
@@ -101,15 +120,15 @@ pub fn read_text(base: &Path, path: &Path) -> Result<String, FileError> {
     if !meta.is_file() {
         return Err(FileError::NotRegular(shown));
     }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(FileError::TooLarge(shown, meta.len()));
+    if meta.len() > max {
+        return Err(FileError::TooLarge(shown, meta.len(), max));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    f.take(MAX_FILE_BYTES + 1)
+    f.take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| io(path, e))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(FileError::TooLarge(shown, bytes.len() as u64));
+    if bytes.len() as u64 > max {
+        return Err(FileError::TooLarge(shown, bytes.len() as u64, max));
     }
     String::from_utf8(bytes).map_err(|e| FileError::NotUtf8(shown, e.utf8_error().valid_up_to()))
 }
@@ -302,7 +321,17 @@ mod tests {
             Err(FileError::Symlink(_))
         ));
         std::fs::write(&f, vec![b'a'; MAX_FILE_BYTES as usize + 1]).unwrap();
-        assert!(matches!(read_text(&d, &f), Err(FileError::TooLarge(..))));
+        let e = read_text(&d, &f).unwrap_err();
+        assert!(matches!(e, FileError::TooLarge(..)));
+        assert!(e.to_string().contains("over the 1 MiB limit"), "{e}");
+        // A file Warden writes that grows with the project is read with its own limit.
+        let big = MAX_FILE_BYTES * 5 / 2;
+        assert_eq!(
+            read_text_up_to(&d, &f, big).unwrap().len() as u64,
+            MAX_FILE_BYTES + 1
+        );
+        let e = read_text_up_to(&d, &f, MAX_FILE_BYTES / 2).unwrap_err();
+        assert!(e.to_string().contains("over the 524288 bytes limit"), "{e}");
         std::fs::write(&f, b"ab\xffcd").unwrap();
         match read_text(&d, &f) {
             Err(FileError::NotUtf8(_, 2)) => {}

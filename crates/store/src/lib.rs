@@ -122,6 +122,11 @@ pub trait Store {
     ) -> Result<Option<Event>, StoreError>;
     /// The sequence number of the newest event (0 for an empty log).
     fn last_seq(&self) -> Result<u64, StoreError>;
+    /// The oldest event's sequence number and time (`None` for an empty log): it names
+    /// this log, so that what a reader kept from one store (STATE.md's kept rendering)
+    /// is not taken for another's, and `changed_since` is asked only of the log it
+    /// came from.
+    fn origin(&self) -> Result<Option<String>, StoreError>;
     /// The tasks with an event after `seq` (sorted, each once) and the newest event's
     /// sequence number: what changed since a reader last looked.
     fn changed_since(&self, seq: u64) -> Result<(Vec<TaskId>, u64), StoreError>;

@@ -908,6 +908,13 @@ impl Store for PgStore {
         Ok(row.get::<_, i64>(0) as u64)
     }
 
+    fn origin(&self) -> Result<Option<String>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(&mut *c, "SELECT seq, at FROM events ORDER BY seq LIMIT 1")?;
+        let row = c.query_opt(&q, &[]).map_err(|e| self.err(e))?;
+        Ok(row.map(|r| format!("{} {}", r.get::<_, i64>(0), r.get::<_, String>(1))))
+    }
+
     fn changed_since(&self, seq: u64) -> Result<(Vec<TaskId>, u64), StoreError> {
         let mut c = self.client()?;
         let q = self.stmt(

@@ -946,6 +946,22 @@ impl Store for SqliteStore {
             .map_err(|e| self.err(e))
     }
 
+    fn origin(&self) -> Result<Option<String>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT seq, at FROM events ORDER BY seq LIMIT 1")
+            .and_then(|mut st| {
+                st.query_row([], |r| {
+                    Ok(format!(
+                        "{} {}",
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?
+                    ))
+                })
+                .optional()
+            })
+            .map_err(|e| self.err(e))
+    }
+
     fn changed_since(&self, seq: u64) -> Result<(Vec<TaskId>, u64), StoreError> {
         let mut stmt = self
             .conn

@@ -201,6 +201,12 @@ impl Workspace {
         self.dir.join("STATE.md")
     }
 
+    /// `.warden/cache/state-md`: STATE.md's kept rendering (a cache; deleting it costs
+    /// one render from every task).
+    pub fn state_cache(&self) -> PathBuf {
+        self.dir.join("cache").join("state-md")
+    }
+
     /// `.warden/continue.md`.
     pub fn continue_md(&self) -> PathBuf {
         self.dir.join("continue.md")

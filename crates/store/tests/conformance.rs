@@ -519,6 +519,7 @@ fn check_heads(s: &dyn Store) {
 /// through creations, moves, status changes and removals.
 fn heads_tally_and_targeted_reads(open: Open) {
     let s = open();
+    assert_eq!(s.origin().unwrap(), None, "an empty log has no origin");
     s.commit(batch(vec![
         created_under("g", None, 0),
         created_under("b", Some("g"), 2),
@@ -531,6 +532,17 @@ fn heads_tally_and_targeted_reads(open: Open) {
     check_heads(&*s);
     let seq0 = s.last_seq().unwrap();
     assert_eq!(seq0, s.events(None).unwrap().last().unwrap().seq);
+    // The origin is the first event's sequence number and time, and stays.
+    let first = s.events(None).unwrap().remove(0);
+    let origin = s
+        .origin()
+        .unwrap()
+        .expect("a log with events has an origin");
+    assert!(
+        origin.starts_with(&format!("{} ", first.seq)),
+        "{origin} names event {}",
+        first.seq
+    );
     // Children in (order, id) order; descendants by id; heads of those that exist.
     let kids: Vec<String> = s
         .children(&tid("g"))
@@ -613,6 +625,7 @@ fn heads_tally_and_targeted_reads(open: Open) {
     assert_eq!(changed, ["b", "c", "d"]);
     assert_eq!(seq1, s.last_seq().unwrap());
     assert_eq!(s.changed_since(seq1).unwrap(), (Vec::new(), seq1));
+    assert_eq!(s.origin().unwrap(), Some(origin));
     let lifecycle = s.events_of(warden_store::LIFECYCLE_EVENTS, None).unwrap();
     assert_eq!(lifecycle.len(), 6 + 2, "six creations, two status changes");
     let of_working = s

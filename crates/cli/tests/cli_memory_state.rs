@@ -412,7 +412,7 @@ fn a_big_projects_state_md_is_kept_and_follows_every_change() {
         std::fs::write(&cache, kept).unwrap();
         text(&o.stdout)
     };
-    let mut seen = seq_of();
+    let written = seq_of();
     let steps: &[(&[&str], &str)] = &[
         (
             &["task", "update", "t001", "--status", "working"],
@@ -459,13 +459,19 @@ fn a_big_projects_state_md_is_kept_and_follows_every_change() {
         );
         let printed = text(&ws.ok(&["state"]).stdout);
         assert_eq!(printed, fresh(), "{what}");
-        let now = seq_of();
-        assert!(
-            now > seen,
-            "{what}: the kept rendering follows ({seen} → {now})"
-        );
-        seen = now;
     }
+    // Followed, not rewritten: that waits until 64 tasks changed.
+    assert_eq!(
+        seq_of(),
+        written,
+        "the kept rendering is rewritten only now and then"
+    );
+    for i in 150..215 {
+        ws.to(&format!("t{i}"), "working");
+    }
+    assert!(seq_of() > written, "rewritten once 64 tasks changed");
+    assert_eq!(text(&ws.ok(&["state"]).stdout), fresh());
+    ws.ok(&["state", "verify"]);
     let printed = text(&ws.ok(&["state"]).stdout);
     assert!(
         printed.contains("t007: blocked by t006 (cancelled), t001 (clarification)"),
@@ -479,11 +485,11 @@ fn a_big_projects_state_md_is_kept_and_follows_every_change() {
     // The kept rendering is what is shown: a row changed in it shows (so it is used), and
     // `state verify`, which renders from every task, reports it.
     let kept = std::fs::read_to_string(&cache).unwrap();
-    let row = "| t200 | p3 | pending | - | 0/3 | Task \\| 200 |";
-    assert!(kept.contains(row), "t200's row is kept");
+    let row = "| t230 | p3 | pending | - | 0/3 | Task \\| 230 |";
+    assert!(kept.contains(row), "t230's row is kept");
     std::fs::write(
         &cache,
-        kept.replace(row, "| t200 | p3 | pending | - | 0/3 | Tampered |"),
+        kept.replace(row, "| t230 | p3 | pending | - | 0/3 | Tampered |"),
     )
     .unwrap();
     ws.to("t002", "working");

@@ -567,14 +567,16 @@ impl Engine {
         if let Some(origin) = &origin
             && let Ok(kept) = std::fs::read_to_string(&cache)
             && let Some((mut model, seq)) = state_md::Model::decode(&kept, origin)
-            && let Some(now) = self.follow_state(&mut model, seq)?
+            && let Some((now, changed)) = self.follow_state(&mut model, seq)?
         {
             let last = self
                 .store
                 .last_event_where(history::ACTIVITY_TYPES, &history::is_activity)?;
             let activity = history::activity(last.as_slice());
             let text = model.render(&project, activity.last(), resume.as_deref());
-            if now != seq {
+            // Rewriting the kept model (8.7 MB at 100,000 tasks) costs more than
+            // following a few tasks again: it is rewritten once enough has changed.
+            if changed >= REWRITE_AFTER_TASKS || now - seq >= REWRITE_AFTER_EVENTS {
                 keep_state(&cache, &model, origin, now);
             }
             return Ok(text);
@@ -594,19 +596,19 @@ impl Engine {
     }
 
     /// Brings a kept STATE.md model up to date with the tasks changed after event `seq`;
-    /// returns the newest event it now reflects, or `None` when it cannot follow (more
-    /// changes than are worth following one by one, or a task created, removed or moved)
-    /// and STATE.md is rendered from every task instead.
+    /// returns the newest event it now reflects and how many tasks changed, or `None`
+    /// when it cannot follow (more changes than are worth following one by one, or a task
+    /// created, removed or moved) and STATE.md is rendered from every task instead.
     fn follow_state(
         &self,
         model: &mut state_md::Model,
         seq: u64,
-    ) -> Result<Option<u64>, EngineError> {
+    ) -> Result<Option<(u64, usize)>, EngineError> {
         /// Beyond this many changed tasks a render from every task is as cheap.
         const FOLLOW_MAX: usize = 500;
         let (changed, now) = self.store.changed_since(seq)?;
         if changed.is_empty() {
-            return Ok(Some(now));
+            return Ok(Some((now, 0)));
         }
         if changed.len() > FOLLOW_MAX {
             return Ok(None);
@@ -642,7 +644,7 @@ impl Engine {
         let followed = model.update(&changed, &tasks, &|d| statuses.get(d).copied(), &|t| {
             durations.get(t.id()).copied()
         });
-        Ok(followed.then_some(now))
+        Ok(followed.then_some((now, changed.len())))
     }
 
     /// What STATE.md is rendered from, read without decoding every task or the whole
@@ -766,6 +768,12 @@ impl Engine {
         Ok(())
     }
 }
+
+/// A followed STATE.md model is kept again once this many tasks changed since it was
+/// written…
+const REWRITE_AFTER_TASKS: usize = 64;
+/// … or this many events were written since.
+const REWRITE_AFTER_EVENTS: u64 = 1_000;
 
 /// Keeps a STATE.md model for the next render (see [`Engine::render_state`]). It is a
 /// cache: not synced, and a failure to write it costs the next render its speed only.

@@ -51,6 +51,9 @@ mod tests {
             "at least 32 MiB went back: {before} KiB → {after} KiB"
         );
         assert_eq!(keep.len(), 10_000);
-        assert!(keep.iter().all(|p| p[63] == 7), "what is still allocated is intact");
+        assert!(
+            keep.iter().all(|p| p[63] == 7),
+            "what is still allocated is intact"
+        );
     }
 }

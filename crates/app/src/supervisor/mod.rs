@@ -242,6 +242,9 @@ const SWEEP: Duration = Duration::from_millis(500);
 /// costs well under a millisecond at this size.
 const TRIM_EVERY: Duration = Duration::from_secs(10);
 
+/// … and at most this often when no step is running (the run may be going idle).
+const TRIM_IDLE: Duration = Duration::from_secs(1);
+
 /// A step running on its own thread: its handle, what it does, and since when.
 struct Job {
     handle: JoinHandle<Result<step::Done, EngineError>>,
@@ -466,7 +469,9 @@ impl Supervisor {
                 self.renew();
             }
             self.untrimmed |= finished;
-            if self.untrimmed && self.last_trim.elapsed() >= TRIM_EVERY {
+            let since = self.last_trim.elapsed();
+            if self.untrimmed && (since >= TRIM_EVERY || self.jobs.is_empty() && since >= TRIM_IDLE)
+            {
                 warden_sys::release_free_memory();
                 self.last_trim = Instant::now();
                 self.untrimmed = false;

@@ -136,7 +136,20 @@ impl App {
     /// The view of a task as it is given (e.g. the task after a write), its children
     /// and dependencies read from the store (never every task).
     pub fn view(&self, t: &Task) -> Result<TaskView> {
-        let groups = self.groups()?;
+        // Groups' statuses are derived from the whole tally; a leaf whose dependencies
+        // are leaves (what most writes answer with) needs none of them.
+        let mut group_near = !self.eng.store.child_ids(t.id())?.is_empty();
+        for d in &t.spec.depends_on {
+            if group_near {
+                break;
+            }
+            group_near = !self.eng.store.child_ids(d)?.is_empty();
+        }
+        let groups = if group_near {
+            self.groups()?
+        } else {
+            nearby::Groups::default()
+        };
         let mut views = self.views_of(std::slice::from_ref(t), &groups)?;
         views
             .pop()

@@ -13,8 +13,9 @@ use crate::view::{Around, TaskView};
 use crate::{App, Result};
 
 /// Every group of the store (a task with children), with its derived status, read from
-/// the tally and the groups' own heads.
-#[derive(Debug)]
+/// the tally and the groups' own heads. `Default` is no group at all: what a view needs
+/// of the groups when neither its task nor any dependency of it is one.
+#[derive(Debug, Default)]
 pub(crate) struct Groups {
     /// Each group's head.
     pub(crate) heads: BTreeMap<TaskId, TaskHead>,

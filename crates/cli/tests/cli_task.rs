@@ -1115,3 +1115,56 @@ fn a_merge_rewrites_task_md_only_to_restore_the_mirror() {
     assert!(ws.read_task_md("t").contains("agent notes"));
     ws.check_ok();
 }
+
+/// The view a write answers with (and `task show`'s) is read from the task's neighbours
+/// only; it must be the view the full list derives from every task: a group's status
+/// and a dependency on a group included.
+#[test]
+fn a_tasks_view_after_a_write_is_its_view_in_the_full_list() {
+    let ws = Workspace::new("viewnear");
+    let plan = ws.write(
+        "plan.json",
+        r#"{"tasks": [{"id": "g"}, {"id": "c", "parent": "g"}, {"id": "on-group", "depends_on": ["g"]},
+            {"id": "leaf"}, {"id": "on-leaf", "depends_on": ["leaf"]}]}"#,
+    );
+    ws.ok(&["plan", "import", plan.to_str().unwrap()]);
+    // The group's only child is done, so the group shows done while its stored status
+    // is still pending: a task depending on it is ready.
+    ws.to("c", "working");
+    ws.handoff("c");
+    ws.ok(&["task", "complete", "c"]);
+    ws.review("c", "PASS");
+    ws.to("c", "reviewing");
+    ws.to("c", "done");
+    let listed = ws.json(&["task", "list"]);
+    let in_list = |id: &str| -> Value {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("{id} in the list: {listed}"))
+            .clone()
+    };
+    assert_eq!(
+        in_list("g")["status"],
+        "done",
+        "the group shows its child's status"
+    );
+    for id in ["g", "on-group", "leaf", "on-leaf", "c"] {
+        assert_eq!(ws.show(id), in_list(id), "task show {id}");
+    }
+    // A write's answer: the task as it is now, the same view the list then gives.
+    for (id, to) in [("on-group", "working"), ("on-leaf", "cancelled")] {
+        let answer = ws.json(&["task", "update", id, "--status", to]);
+        let listed = ws.json(&["task", "list"]);
+        let now = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id)
+            .unwrap()
+            .clone();
+        assert_eq!(answer, now, "task update {id} answers with its view");
+    }
+}

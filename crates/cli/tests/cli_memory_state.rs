@@ -526,4 +526,33 @@ fn a_big_projects_state_md_is_kept_and_follows_every_change() {
         !theirs.contains("working") && !theirs.contains("Tampered"),
         "another store's rendering is not used:\n{theirs}"
     );
+
+    // A project that shrinks below a drawn graph's size drops its kept rendering.
+    let kept = other.path(".warden/cache/state-md");
+    assert!(kept.exists(), "its own rendering is kept");
+    let mut tree: Value = serde_json::from_slice(&other.ok(&["plan", "export"]).stdout).unwrap();
+    let nodes = tree["tasks"].as_array_mut().unwrap();
+    nodes.truncate(60);
+    let left: Vec<Value> = nodes.iter().map(|n| n["id"].clone()).collect();
+    for n in nodes.iter_mut() {
+        if let Some(deps) = n["depends_on"].as_array_mut() {
+            deps.retain(|d| left.contains(d));
+        }
+    }
+    let small = other.write("small.json", tree.to_string());
+    other.ok(&[
+        "plan",
+        "apply",
+        small.to_str().unwrap(),
+        "--selected",
+        "t000",
+        "--status",
+        "retry",
+    ]);
+    let printed = text(&other.ok(&["state"]).stdout);
+    assert!(
+        printed.contains("```mermaid"),
+        "60 tasks are drawn:\n{printed}"
+    );
+    assert!(!kept.exists(), "a small project keeps no rendering");
 }

@@ -779,6 +779,9 @@ const REWRITE_AFTER_EVENTS: u64 = 1_000;
 /// cache: not synced, and a failure to write it costs the next render its speed only.
 fn keep_state(path: &std::path::Path, model: &state_md::Model, origin: &str, seq: u64) {
     let Some(text) = model.encode(origin, seq) else {
+        // Too small to keep (its graph is drawn): a rendering kept while the project was
+        // bigger would only be read and refused on every render.
+        let _ = std::fs::remove_file(path);
         return;
     };
     if let Some(dir) = path.parent()

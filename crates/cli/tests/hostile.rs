@@ -571,3 +571,89 @@ fn plan_apply_refuses_a_dependency_on_a_removed_task() {
     assert_eq!(snapshot(&ws), before);
     ws.check_ok();
 }
+
+/// STATE.md's kept rendering lives under `.warden/`, where an agent can write: a FIFO, a
+/// device or a link there is never waited on nor followed, and `warden state` renders
+/// from the store as if nothing were kept.
+#[test]
+fn a_kept_state_md_that_is_a_fifo_or_a_link_is_not_read() {
+    let ws = Workspace::new("statecache");
+    let mut tasks = vec![serde_json::json!({"id": "p"})];
+    for i in 0..210 {
+        tasks.push(serde_json::json!({"id": format!("t{i}"), "parent": "p"}));
+    }
+    ws.write(
+        "plan.json",
+        serde_json::json!({ "tasks": tasks }).to_string(),
+    );
+    ws.ok(&["plan", "import", "plan.json"]);
+    let fresh = text(&ws.ok(&["state"]).stdout);
+    let cache = ws.path(".warden/cache/state-md");
+    assert!(cache.exists(), "a project of 211 tasks keeps its rendering");
+    let kept = std::fs::read_to_string(&cache).unwrap();
+    let elsewhere = ws.path("elsewhere");
+    std::fs::write(
+        &elsewhere,
+        kept.replace("| t5 | p | pending |", "| t5 | p | done |"),
+    )
+    .unwrap();
+    let fifo = ws.path("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (what, target) in [
+        ("a FIFO", &fifo),
+        ("a device", &"/dev/zero".into()),
+        ("a file elsewhere", &elsewhere),
+    ] {
+        std::fs::remove_file(&cache).unwrap();
+        std::os::unix::fs::symlink(target, &cache).unwrap();
+        let child = ws
+            .cmd()
+            .args(["state"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = finish(
+            child,
+            Duration::from_secs(20),
+            &format!("state with {what} linked"),
+        );
+        assert_eq!(code(&o), 0, "{what}: {}", describe(&["state"], &o));
+        assert_eq!(text(&o.stdout), fresh, "{what} linked is not read");
+    }
+    // A FIFO in its place is not waited on either.
+    std::fs::remove_file(&cache).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(&cache)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let child = ws
+        .cmd()
+        .args(["state"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = finish(child, Duration::from_secs(20), "state with a FIFO kept");
+    assert_eq!(text(&o.stdout), fresh);
+    // Nor is it written where a linked cache directory points.
+    std::fs::remove_dir_all(ws.path(".warden/cache")).unwrap();
+    let other = ws.path("other-dir");
+    std::fs::create_dir(&other).unwrap();
+    std::os::unix::fs::symlink(&other, ws.path(".warden/cache")).unwrap();
+    assert_eq!(text(&ws.ok(&["state"]).stdout), fresh);
+    assert_eq!(
+        std::fs::read_dir(&other).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+}

@@ -565,7 +565,9 @@ impl Engine {
         let (project, resume) = self.state_names();
         let cache = self.ws.state_cache();
         if let Some(origin) = &origin
-            && let Ok(kept) = std::fs::read_to_string(&cache)
+            // Read as an agent-writable file is (no link followed, no FIFO or device
+            // waited on): anything but the file Warden wrote is a full render.
+            && let Ok(kept) = files::read_text_up_to(&self.ws.dir, &cache, STATE_CACHE_MAX)
             && let Some((mut model, seq)) = state_md::Model::decode(&kept, origin)
             && let Some((now, changed)) = self.follow_state(&mut model, seq)?
         {
@@ -769,6 +771,9 @@ impl Engine {
     }
 }
 
+/// The largest kept STATE.md model read (one of 100,000 tasks is about 9 MB).
+const STATE_CACHE_MAX: u64 = 256 << 20;
+
 /// A followed STATE.md model is kept again once this many tasks changed since it was
 /// written…
 const REWRITE_AFTER_TASKS: usize = 64;
@@ -784,7 +789,9 @@ fn keep_state(path: &std::path::Path, model: &state_md::Model, origin: &str, seq
         let _ = std::fs::remove_file(path);
         return;
     };
+    // Never into a linked directory: the cache is not written where a link points.
     if let Some(dir) = path.parent()
+        && !std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink())
         && std::fs::create_dir_all(dir).is_ok()
     {
         let _ = files::write_view(path, text.as_bytes());

@@ -597,6 +597,17 @@ fn a_kept_state_md_that_is_a_fifo_or_a_link_is_not_read() {
         kept.replace("| t5 | p | pending |", "| t5 | p | done |"),
     )
     .unwrap();
+    // `warden state`, failing the test instead of hanging it if it blocks.
+    let state = |what: &str| {
+        let child = ws
+            .cmd()
+            .args(["state"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish(child, Duration::from_secs(20), what)
+    };
     let fifo = ws.path("fifo");
     assert!(
         Command::new("mkfifo")
@@ -612,18 +623,7 @@ fn a_kept_state_md_that_is_a_fifo_or_a_link_is_not_read() {
     ] {
         std::fs::remove_file(&cache).unwrap();
         std::os::unix::fs::symlink(target, &cache).unwrap();
-        let child = ws
-            .cmd()
-            .args(["state"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let o = finish(
-            child,
-            Duration::from_secs(20),
-            &format!("state with {what} linked"),
-        );
+        let o = state(&format!("state with {what} linked"));
         assert_eq!(code(&o), 0, "{what}: {}", describe(&["state"], &o));
         assert_eq!(text(&o.stdout), fresh, "{what} linked is not read");
     }
@@ -636,14 +636,7 @@ fn a_kept_state_md_that_is_a_fifo_or_a_link_is_not_read() {
             .unwrap()
             .success()
     );
-    let child = ws
-        .cmd()
-        .args(["state"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = finish(child, Duration::from_secs(20), "state with a FIFO kept");
+    let o = state("state with a FIFO kept");
     assert_eq!(text(&o.stdout), fresh);
     // Nor is it written where a linked cache directory points.
     std::fs::remove_dir_all(ws.path(".warden/cache")).unwrap();

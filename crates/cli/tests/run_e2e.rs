@@ -54,6 +54,20 @@ pub(crate) fn git(root: &Path, args: &[&str]) -> String {
 }
 
 impl Project {
+    /// An empty directory: no git repository, no workspace.
+    pub(crate) fn empty(name: &str) -> Project {
+        let root = std::env::temp_dir().join(format!(
+            "warden-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&root).unwrap();
+        Project {
+            root,
+            env: Vec::new(),
+        }
+    }
+
     /// A git repository with one commit, the person's own uncommitted and untracked
     /// files, and a Warden workspace whose agent is the simulated one.
     pub(crate) fn new(session: &str) -> Project {
@@ -442,16 +456,7 @@ fn kill_9_mid_plan_then_restart() {
 /// Outside a git repository the git phases are skipped and work runs in the project.
 #[test]
 fn outside_git_phases_are_skipped() {
-    let root = std::env::temp_dir().join(format!(
-        "warden-e2e-nogit-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&root).unwrap();
-    let p = Project {
-        root,
-        env: Vec::new(),
-    };
+    let p = Project::empty("nogit");
     p.ok(&["init"]);
     p.import(
         r#"{"tasks": [{"id": "a", "work": "echo hi > hi.txt", "postchecks": "test -f hi.txt"}]}"#,
@@ -684,16 +689,7 @@ pub fn sim_agent(config: &str) -> String {
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.
 #[test]
 fn the_demo_runs_its_plan_to_the_end() {
-    let root = std::env::temp_dir().join(format!(
-        "warden-demo-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&root).unwrap();
-    let p = Project {
-        root,
-        env: Vec::new(),
-    };
+    let p = Project::empty("demo-test");
     let o = p
         .cmd(&["demo", "--keep", p.root.to_str().unwrap()])
         .output()

@@ -12,9 +12,52 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// A task id: `^[a-z0-9][a-z0-9._-]{0,63}$`. Never a path: no `/`, no leading dot, no `..`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Debug, Eq, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct TaskId(String);
+
+/// Byte equality as `==` on slices, without the call to `memcmp` for strings of up to
+/// 16 bytes (every id a plan uses, most titles): a tree reconcile compares several per
+/// node, and the call costs more than the comparison.
+#[inline]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    // Two overlapping fixed-size loads cover any length between the size and twice it.
+    fn word8(s: &[u8], at: usize) -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_ne_bytes(w)
+    }
+    fn word4(s: &[u8], at: usize) -> u32 {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&s[at..at + 4]);
+        u32::from_ne_bytes(w)
+    }
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => word4(a, 0) == word4(b, 0) && word4(a, n - 4) == word4(b, n - 4),
+        8..=16 => word8(a, 0) == word8(b, 0) && word8(a, n - 8) == word8(b, n - 8),
+        _ => a == b,
+    }
+}
+
+impl PartialEq for TaskId {
+    #[inline]
+    fn eq(&self, other: &TaskId) -> bool {
+        same_bytes(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+
+// By hand beside `PartialEq`, as the derive would: equal ids hash alike.
+impl std::hash::Hash for TaskId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
 
 /// Why a string is not a valid [`TaskId`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -74,7 +117,13 @@ impl TaskId {
 
     /// Why git would refuse `warden/<id>` as a branch name, if it would.
     pub fn branch_problem(&self) -> Option<&'static str> {
-        if self.0.contains("..") {
+        // A byte scan: `str::contains` searches with a `memcmp` per candidate.
+        if self
+            .0
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'.' && w[1] == b'.')
+        {
             Some("it contains \"..\"")
         } else if self.0.ends_with(".lock") {
             Some("it ends with \".lock\"")
@@ -804,6 +853,39 @@ impl Default for Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `same_bytes` is `==`: for every length up to past its fast paths, equal strings
+    /// and strings that differ in any one byte (or only in length).
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(same_bytes(&a, &a.clone()), "{n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(&a, &b), "{n} at {at}");
+                assert!(!same_bytes(&b, &a), "{n} at {at}");
+            }
+            let mut longer = a.clone();
+            longer.push(b'z');
+            assert!(!same_bytes(&a, &longer), "{n}");
+        }
+        let (x, y) = (TaskId::new("t10").unwrap(), TaskId::new("t10").unwrap());
+        assert_eq!(x, y);
+        assert_ne!(x, TaskId::new("t11").unwrap());
+        assert_ne!(x, TaskId::new("t1").unwrap());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn same_bytes_agrees_with_eq(
+            a in proptest::collection::vec(0u8..4, 0..24),
+            b in proptest::collection::vec(0u8..4, 0..24),
+        ) {
+            proptest::prop_assert_eq!(same_bytes(&a, &b), a == b);
+        }
+    }
 
     fn check_id(s: &str, ok: bool) {
         assert_eq!(TaskId::new(s).is_ok(), ok, "{s:?}");

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{
     AgentPreset, Limits, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum,
+    same_bytes,
 };
 use crate::tree::validate::{NONE, validate_resolved};
 use crate::tree::{Forest, PARALLEL_NODES, PlanError, PlanNode, derive_in_place};
@@ -347,7 +348,7 @@ pub fn apply_state_updates(
     // The comparisons with the stored tasks read them at random (they are in id order,
     // the file is depth-first): done first, over both cores for a big tree, so the pass
     // that moves the file's nodes into the output reads only memory in order.
-    let (matches, person_notes) = match_all(&next, &pre, &prev_of, prev);
+    let (matches, person_notes) = match_all(&next, &pos, &next_of, prev);
     let mut person_notes = person_notes.into_iter().peekable();
     let mut state: Vec<(Status, bool, u32)> = vec![(Status::Pending, false, 0); n];
     let mut tamper = Vec::new();
@@ -356,15 +357,18 @@ pub fn apply_state_updates(
     let mut settled = Vec::new();
     let mut nodes: Vec<ReconciledNode> = next
         .into_iter()
-        .zip(matches)
         .enumerate()
-        .map(|(k, (node, matched))| {
+        .map(|(k, node)| {
             let i = pre[k];
             let claims = (node.passes, node.attempts, node.status);
             while let Some((_, note)) = person_notes.next_if(|(at, _)| *at as usize == k) {
                 tamper.push(note);
             }
             let mut spec = node.into_spec(limits);
+            let matched = match prev_of[i] {
+                NONE => None,
+                pi => matches[pi as usize],
+            };
             match matched {
                 Some(m) => {
                     // Only a node with something to copy back reads its stored task
@@ -616,51 +620,56 @@ pub(super) struct Matched {
     pub(super) passed: bool,
 }
 
-/// Compares every file node (in output order) with its stored task: `None` for a new
-/// node. Also returns the person-owned fields the file changed (see [`match_range`]),
-/// each with the output position of its node, in output order.
+/// Compares every stored task that the file kept with its node: `None` for a task the
+/// file dropped, by stored position. Also returns the person-owned fields the file
+/// changed (see [`match_range`]), each with the output position of its node, in output
+/// order. The stored tasks are read in their order (each one's strings lie near it),
+/// the file's nodes (already in output order, at `pos` of their file position) at random.
 pub(super) fn match_all(
     next: &[PlanNode],
-    pre: &[usize],
-    prev_of: &[u32],
+    pos: &[u32],
+    next_of: &[u32],
     prev: &[Task],
 ) -> (Vec<Option<Matched>>, Vec<(u32, TamperNote)>) {
-    let n = next.len();
+    let n = prev.len();
     let mut out = vec![None; n];
-    if n < PARALLEL_NODES {
-        let notes = match_range(next, pre, prev_of, prev, 0, &mut out);
-        return (out, notes);
-    }
-    let half = n / 2;
-    let (first, second) = out.split_at_mut(half);
-    let notes = std::thread::scope(|scope| {
-        let later = scope.spawn(|| match_range(next, pre, prev_of, prev, half, second));
-        let mut notes = match_range(next, pre, prev_of, prev, 0, first);
-        match later.join() {
-            Ok(more) => notes.extend(more),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-        notes
-    });
+    let mut notes = if n < PARALLEL_NODES {
+        match_range(next, pos, next_of, prev, 0, &mut out)
+    } else {
+        let half = n / 2;
+        let (first, second) = out.split_at_mut(half);
+        std::thread::scope(|scope| {
+            let later = scope.spawn(|| match_range(next, pos, next_of, prev, half, second));
+            let mut notes = match_range(next, pos, next_of, prev, 0, first);
+            match later.join() {
+                Ok(more) => notes.extend(more),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+            notes
+        })
+    };
+    // Stable: one node's notes keep the order of its fields.
+    notes.sort_by_key(|(k, _)| *k);
     (out, notes)
 }
 
-/// [`match_all`] for the output positions `from..from + out.len()`.
+/// [`match_all`] for the stored positions `from..from + out.len()`.
 pub(super) fn match_range(
     next: &[PlanNode],
-    pre: &[usize],
-    prev_of: &[u32],
+    pos: &[u32],
+    next_of: &[u32],
     prev: &[Task],
     from: usize,
     out: &mut [Option<Matched>],
 ) -> Vec<(u32, TamperNote)> {
     let mut notes = Vec::new();
-    for (k, slot) in (from..).zip(out.iter_mut()) {
-        let j = prev_of[pre[k]];
+    for (pi, slot) in (from..).zip(out.iter_mut()) {
+        let j = next_of[pi];
         if j == NONE {
             continue;
         }
-        let (node, t) = (&next[k], &prev[j as usize]);
+        let k = pos[j as usize] as usize;
+        let (node, t) = (&next[k], &prev[pi]);
         let truth = &t.spec;
         // Each field is compared once, for both the spec `PlanNode::into_spec` would
         // build and the notes of what the file stated differently.
@@ -743,8 +752,8 @@ pub(super) fn match_range(
         // Cheapest first: most nodes keep their order and parent.
         let edited = node.order != truth.order
             || node.parent != truth.parent
-            || node.spec_title() != truth.title
-            || node.spec_body() != truth.body;
+            || !same_bytes(node.spec_title().as_bytes(), truth.title.as_bytes())
+            || !same_bytes(node.spec_body().as_bytes(), truth.body.as_bytes());
         // The same answers as comparing the spec `into_spec` builds (checked in tests).
         debug_assert!({
             let spec = node.to_spec(&Limits::default());

@@ -165,6 +165,19 @@ impl PlanNode {
     /// [`PlanNode::to_spec`] without copying the strings.
     #[inline]
     pub fn into_spec(self, limits: &Limits) -> TaskSpec {
+        let untitled = self.title.is_none();
+        let mut spec = self.into_spec_untitled(limits);
+        if untitled {
+            spec.title = spec.id.as_str().to_owned();
+        }
+        spec
+    }
+
+    /// [`PlanNode::into_spec`], except that a node without a title gets an empty one
+    /// (the caller names it after its id). Only moves: nothing takes a reference into
+    /// the node, so a caller mapping nodes in place moves each field straight across.
+    #[inline]
+    pub(crate) fn into_spec_untitled(self, limits: &Limits) -> TaskSpec {
         let work = match (self.work, self.agent) {
             (Some(w), _) => Some(w),
             (None, Some(a)) => Some(WorkSpec::Agent(a)),
@@ -174,10 +187,9 @@ impl PlanNode {
             Some(WorkSpec::Shell(_) | WorkSpec::Process(_)) => WorkflowKind::Direct,
             _ => WorkflowKind::Review,
         });
-        let title = self.title.unwrap_or_else(|| self.id.as_str().to_owned());
         TaskSpec {
             id: self.id,
-            title,
+            title: self.title.unwrap_or_default(),
             body: self.body.unwrap_or_default(),
             parent: self.parent,
             order: self.order,

@@ -498,12 +498,13 @@ impl<'a> IdIndex<'a> {
         } else {
             (ids.len() / PART_IDS).next_power_of_two()
         };
-        IdIndex::build_in(ids, parts)
+        let two = ids.len() >= PARALLEL_NODES;
+        IdIndex::build_in(ids, parts, two)
     }
 
     /// [`IdIndex::build`] with `parts` partitions (a power of two; 1 is one table,
-    /// filled and probed directly).
-    pub(crate) fn build_in(ids: Vec<&'a str>, parts: usize) -> (IdIndex<'a>, Vec<u32>) {
+    /// filled and probed directly), filled on two threads if `two` (and `parts` > 1).
+    pub(crate) fn build_in(ids: Vec<&'a str>, parts: usize, two: bool) -> (IdIndex<'a>, Vec<u32>) {
         let n = ids.len();
         let bits = parts.trailing_zeros();
         if bits == 0 {
@@ -526,55 +527,96 @@ impl<'a> IdIndex<'a> {
             }
             return (index, repeats);
         }
-        let mut scratch = Vec::new();
-        let counts = by_partition(&ids, bits, &mut scratch);
+        // Each id hashed once (on two threads for a big plan); then each half of the
+        // partitions is filled by its own thread: its keys gathered from the hashes in
+        // position order, then inserted into its tables.
+        let two = two && parts >= 2;
+        let mut hashes = vec![0u64; n];
+        let hash_into = |out: &mut [u64], names: &[&str]| {
+            for (h, name) in out.iter_mut().zip(names) {
+                *h = id_hash(name);
+            }
+        };
+        if two {
+            let (a, b) = hashes.split_at_mut(n / 2);
+            let (x, y) = ids.split_at(n / 2);
+            std::thread::scope(|scope| {
+                scope.spawn(|| hash_into(b, y));
+                hash_into(a, x);
+            });
+        } else {
+            hash_into(&mut hashes, &ids);
+        }
+        let mut counts = vec![0u32; parts];
+        for &h in &hashes {
+            counts[partition_of(h, bits)] += 1;
+        }
+        // Where each partition's table starts in the slots, and its keys in `order`.
         let mut start = Vec::with_capacity(parts + 1);
-        let mut total = 0u32;
+        let mut first = Vec::with_capacity(parts + 1);
+        let (mut total, mut keys) = (0u32, 0u32);
         for &c in &counts {
             start.push(total);
+            first.push(keys);
             // At most two thirds full, so linear probes stay short.
             total += c + c / 2 + 1;
+            keys += c;
         }
         start.push(total);
-        let mut index = IdIndex {
+        first.push(keys);
+        let mut slots = vec![EMPTY; total as usize];
+        let mut order = vec![EMPTY; n];
+        let fill = |from: usize, to: usize, order: &mut [Slot], slots: &mut [Slot]| {
+            let mut at: Vec<u32> = first[from..to].iter().map(|f| f - first[from]).collect();
+            for (i, &hash) in hashes.iter().enumerate() {
+                let p = partition_of(hash, bits);
+                if (from..to).contains(&p) {
+                    order[at[p - from] as usize] = Slot::with_hash(ids[i], i as u32, hash);
+                    at[p - from] += 1;
+                }
+            }
+            // Positions ascend within a partition, so the first of a repeated id goes in
+            // first.
+            let base = start[from] as usize;
+            let mut repeats = Vec::new();
+            for key in order.iter() {
+                match find_in(slots, base, &start, bits, &ids, key, ids[key.pos as usize]) {
+                    Ok(_) => repeats.push(key.pos),
+                    Err(empty) => slots[empty] = *key,
+                }
+            }
+            repeats
+        };
+        let mut repeats = if two {
+            let half = parts / 2;
+            let (o1, o2) = order.split_at_mut(first[half] as usize);
+            let (s1, s2) = slots.split_at_mut(start[half] as usize);
+            std::thread::scope(|scope| {
+                let later = scope.spawn(|| fill(half, parts, o2, s2));
+                let mut repeats = fill(0, half, o1, s1);
+                match later.join() {
+                    Ok(more) => repeats.extend(more),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+                repeats
+            })
+        } else {
+            fill(0, parts, &mut order, &mut slots)
+        };
+        repeats.sort_unstable();
+        let index = IdIndex {
             ids,
-            slots: vec![EMPTY; total as usize],
+            slots,
             start,
             bits,
         };
-        let mut repeats = Vec::new();
-        // Positions ascend within a partition, so the first of a repeated id goes in first.
-        for key in &scratch {
-            match index.find(key, index.ids[key.pos as usize]) {
-                Ok(_) => repeats.push(key.pos),
-                Err(empty) => index.slots[empty] = *key,
-            }
-        }
-        repeats.sort_unstable();
         (index, repeats)
     }
 
     /// Probes for `key`, the key of `name`: the position holding it, or the empty slot
     /// where the probe stopped (where an insert goes).
     fn find(&self, key: &Slot, name: &str) -> Result<u32, usize> {
-        let p = partition_of(key.hash, self.bits);
-        let (lo, hi) = (self.start[p] as usize, self.start[p + 1] as usize);
-        let cap = hi - lo;
-        // The hash's low 32 bits scaled to the table (the top bits chose the partition).
-        let mut k = (((key.hash & 0xffff_ffff) * cap as u64) >> 32) as usize;
-        loop {
-            let slot = &self.slots[lo + k];
-            if slot.hash == 0 {
-                return Err(lo + k);
-            }
-            if slot.same_key(key) && (name.len() <= 16 || self.ids[slot.pos as usize] == name) {
-                return Ok(slot.pos);
-            }
-            k += 1;
-            if k == cap {
-                k = 0;
-            }
-        }
+        find_in(&self.slots, 0, &self.start, self.bits, &self.ids, key, name)
     }
 
     /// The position of `s`.
@@ -644,6 +686,38 @@ impl<'a> IdIndex<'a> {
             }
         }
         out
+    }
+}
+
+/// [`IdIndex::find`] in `slots`, the index's slots from `base` on (the partitions one
+/// thread fills): the position holding `key`, or the empty slot where the probe stopped,
+/// counted from `base`.
+fn find_in(
+    slots: &[Slot],
+    base: usize,
+    start: &[u32],
+    bits: u32,
+    ids: &[&str],
+    key: &Slot,
+    name: &str,
+) -> Result<u32, usize> {
+    let p = partition_of(key.hash, bits);
+    let (lo, hi) = (start[p] as usize - base, start[p + 1] as usize - base);
+    let cap = hi - lo;
+    // The hash's low 32 bits scaled to the table (the top bits chose the partition).
+    let mut k = (((key.hash & 0xffff_ffff) * cap as u64) >> 32) as usize;
+    loop {
+        let slot = &slots[lo + k];
+        if slot.hash == 0 {
+            return Err(lo + k);
+        }
+        if slot.same_key(key) && (name.len() <= 16 || ids[slot.pos as usize] == name) {
+            return Ok(slot.pos);
+        }
+        k += 1;
+        if k == cap {
+            k = 0;
+        }
     }
 }
 

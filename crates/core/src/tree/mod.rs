@@ -59,7 +59,11 @@ use crate::model::{Status, Task, TaskId};
 #[derive(Debug)]
 pub(crate) struct Forest {
     pub(crate) roots: Vec<usize>,
-    pub(crate) children: Vec<Vec<usize>>,
+    /// Every node's children, back to back: node `i`'s are `kids[start[i]..start[i + 1]]`
+    /// (two arrays of `u32`, where a `Vec` per node cost 24 bytes each and an allocation
+    /// per parent: 2 ms of a 100k-node reconcile).
+    start: Vec<u32>,
+    kids: Vec<u32>,
 }
 
 impl Forest {
@@ -87,39 +91,64 @@ impl Forest {
         order: impl Fn(usize) -> i64,
     ) -> Forest {
         let n = parents.len();
+        let is_root = |i: usize, p: u32| p == validate::NONE || p as usize == i;
         let mut roots = Vec::new();
-        let mut children = vec![Vec::new(); n];
+        // Count each node's children, then place them in index order (a counting sort).
+        let mut start = vec![0u32; n + 1];
         for (i, &p) in parents.iter().enumerate() {
-            if p == validate::NONE || p as usize == i {
+            if is_root(i, p) {
                 roots.push(i);
             } else {
-                children[p as usize].push(i);
+                start[p as usize + 1] += 1;
             }
         }
-        let key = |a: &usize, b: &usize| order(*a).cmp(&order(*b)).then_with(|| id(*a).cmp(id(*b)));
-        roots.sort_by(key);
-        for c in &mut children {
-            if c.len() > 1 {
-                c.sort_by(key);
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut at: Vec<u32> = start[..n].to_vec();
+        let mut kids = vec![0u32; start[n] as usize];
+        for (i, &p) in parents.iter().enumerate() {
+            if !is_root(i, p) {
+                kids[at[p as usize] as usize] = i as u32;
+                at[p as usize] += 1;
             }
         }
-        Forest { roots, children }
+        drop(at);
+        let key = |a: usize, b: usize| order(a).cmp(&order(b)).then_with(|| id(a).cmp(id(b)));
+        roots.sort_by(|&a, &b| key(a, b));
+        for w in start.windows(2) {
+            let run = &mut kids[w[0] as usize..w[1] as usize];
+            if run.len() > 1 {
+                run.sort_by(|&a, &b| key(a as usize, b as usize));
+            }
+        }
+        Forest { roots, start, kids }
+    }
+
+    /// The children of node `i`, in `(order, id)` order.
+    pub(crate) fn children(&self, i: usize) -> &[u32] {
+        &self.kids[self.start[i] as usize..self.start[i + 1] as usize]
+    }
+
+    /// The number of nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.start.len() - 1
     }
 
     /// Indices in depth-first pre-order: each node before its children, siblings in order.
     pub(crate) fn preorder(&self) -> Vec<usize> {
-        let mut out = Vec::with_capacity(self.children.len());
+        let mut out = Vec::with_capacity(self.len());
         let mut stack: Vec<usize> = self.roots.iter().rev().copied().collect();
         while let Some(i) = stack.pop() {
             out.push(i);
-            stack.extend(self.children[i].iter().rev().copied());
+            stack.extend(self.children(i).iter().rev().map(|&c| c as usize));
         }
         out
     }
 
     /// Is the node a leaf (no children)?
     pub(crate) fn is_leaf(&self, i: usize) -> bool {
-        self.children[i].is_empty()
+        self.start[i] == self.start[i + 1]
     }
 }
 
@@ -136,13 +165,13 @@ pub(crate) fn derive_in_place(
 ) -> Vec<usize> {
     let mut became_true = Vec::new();
     for &i in preorder.iter().rev() {
-        let kids = &forest.children[i];
+        let kids = forest.children(i);
         if kids.is_empty() {
             continue;
         }
         let mut counted = 0usize;
         let mut all = true;
-        for &c in kids {
+        for c in kids.iter().map(|&c| c as usize) {
             if status(c) == Status::Cancelled {
                 continue;
             }
@@ -243,9 +272,11 @@ impl<'a> TreeIndex<'a> {
     /// The children of `id` in `(order, id)` order (empty for a leaf or an unknown id).
     pub fn children(&self, id: &TaskId) -> Vec<&'a Task> {
         match self.by_id.get(id) {
-            Some(&i) => self.forest.children[i]
+            Some(&i) => self
+                .forest
+                .children(i)
                 .iter()
-                .map(|&c| &self.tasks[c])
+                .map(|&c| &self.tasks[c as usize])
                 .collect(),
             None => Vec::new(),
         }
@@ -289,13 +320,13 @@ impl<'a> TreeIndex<'a> {
 fn derive_groups(forest: &Forest, tasks: &[Task]) -> Vec<(Status, bool)> {
     let mut out: Vec<(Status, bool)> = tasks.iter().map(|t| (t.status(), t.passes())).collect();
     for &i in forest.preorder().iter().rev() {
-        let kids = &forest.children[i];
+        let kids = forest.children(i);
         if kids.is_empty() {
             continue;
         }
         // The one rule every view derives a group with (see `head::ChildTally`).
         let mut tally = crate::head::ChildTally::default();
-        for &c in kids {
+        for c in kids.iter().map(|&c| c as usize) {
             let (status, passes) = out[c];
             tally.add(status, passes, 1);
         }

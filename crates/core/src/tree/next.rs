@@ -66,9 +66,9 @@ pub fn plan_next(tasks: &[Task]) -> Next {
     let n = tasks.len();
 
     let mut parent_of: Vec<Option<usize>> = vec![None; n];
-    for (p, kids) in forest.children.iter().enumerate() {
-        for &c in kids {
-            parent_of[c] = Some(p);
+    for p in 0..n {
+        for &c in forest.children(p) {
+            parent_of[c as usize] = Some(p);
         }
     }
     // Pre-order visits parents first, so ancestor flags are known when a child is seen.
@@ -151,9 +151,10 @@ impl CanFinish {
                     }
                     return Ok(vec![n + q]);
                 }
-                let kids: Vec<usize> = forest.children[q]
+                let kids: Vec<usize> = forest
+                    .children(q)
                     .iter()
-                    .copied()
+                    .map(|&c| c as usize)
                     .filter(|&c| tasks[c].status() != Status::Cancelled)
                     .collect();
                 if kids.is_empty() {

@@ -155,15 +155,19 @@ fn tree_rows(rows: &mut Vec<Row>) {
         results.push((n, d, limit));
     }
     for (n, d, limit) in &results {
-        let target_ms = if *n == 100_000 { Some(30.0) } else { None };
+        // Issue 21: at least as fast as the fastest public reconcile's bare apply,
+        // validation included: 0.15 / 2 / 25 ms on this machine.
+        let target_ms = match n {
+            1_000 => 0.15,
+            10_000 => 2.0,
+            _ => 25.0,
+        };
         rows.push(Row {
             name: format!("2. tree reconcile, {n} nodes"),
             figure: ms(*d),
-            target: target_ms
-                .map(|t| format!("< {t} ms"))
-                .unwrap_or_else(|| "linear".into()),
+            target: format!("≤ {target_ms} ms"),
             limit: format!("copy + id index {}", ms(*limit)),
-            ok: target_ms.map(|t| d.as_secs_f64() * 1e3 < t),
+            ok: Some(d.as_secs_f64() * 1e3 <= target_ms),
         });
     }
     let (n1, d1, _) = results[1];

@@ -650,6 +650,11 @@ impl<'a> IdIndex<'a> {
         find_in(&self.slots, 0, &self.start, self.bits, &self.ids, key, name)
     }
 
+    /// The id at position `i`.
+    pub(crate) fn name(&self, i: usize) -> &'a str {
+        self.ids[i]
+    }
+
     /// The position of `s`.
     pub(crate) fn get(&self, s: &str) -> Option<u32> {
         self.find(&Slot::of(s, 0), s).ok()

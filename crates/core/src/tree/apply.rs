@@ -348,50 +348,41 @@ pub fn apply_state_updates(
     // The comparisons with the stored tasks read them at random (they are in id order,
     // the file is depth-first): done first, over both cores for a big tree, so the pass
     // that moves the file's nodes into the output reads only memory in order.
-    let (matches, person_notes) = match_all(&next, &pos, &next_of, prev);
-    let mut person_notes = person_notes.into_iter().peekable();
+    let (matches, found) = match_all(&next, &pos, &next_of, prev);
+    let MatchOut {
+        notes: mut tamper,
+        mut edited,
+        settled,
+        mut untitled,
+    } = found;
     let mut state: Vec<(Status, bool, u32)> = vec![(Status::Pending, false, 0); n];
     // Each node's `max_attempts` as the output will have it, by file position.
     let mut max_of = vec![0u32; n];
-    let mut tamper = Vec::new();
     let mut created = Vec::new();
-    let mut edited = Vec::new();
-    let mut settled = Vec::new();
     let mut new_children = Vec::new();
     let mut stray: Option<TaskId> = None;
-    let mut untitled = Vec::new();
-    // What each node's match decides, read from the nodes where they lie: the pass that
-    // moves them into the output below then only moves fields, which the compiler does
-    // field by field instead of through a copy of each whole node on the stack (whose
-    // reads stalled on the copy's stores: 40 % of a reconcile at 1k).
-    for (k, node) in next.iter().enumerate() {
-        let i = pre[k];
-        while let Some((_, note)) = person_notes.next_if(|(at, _)| *at as usize == k) {
-            tamper.push(note);
+    // A kept node's runner state from its match; a new node is read here (the kept ones
+    // were read by the comparisons), so that the pass that moves the nodes into the
+    // output below only moves fields, which the compiler does field by field instead of
+    // through a copy of each whole node on the stack (whose reads stalled on the copy's
+    // stores: 40 % of a reconcile at 1k).
+    for (i, &pi) in prev_of.iter().enumerate() {
+        if pi != NONE {
+            let m = matched(&matches, pi);
+            state[i] = m.state;
+            max_of[i] = m.max_attempts;
+            continue;
         }
-        match prev_of[i] {
-            NONE => {
-                // New nodes: only children of the selected node (checked below).
-                if node.parent.as_ref() == Some(selected) {
-                    new_children.push(node.id.clone());
-                } else if stray.as_ref().is_none_or(|s| &node.id < s) {
-                    stray = Some(node.id.clone());
-                }
-                created.push(node.id.clone());
-                max_of[i] = node.max_attempts.unwrap_or(limits.max_attempts);
-            }
-            pi => {
-                let m = matched(&matches, pi);
-                if m.edited {
-                    edited.push(node.id.clone());
-                }
-                if m.passed {
-                    settled.push(pi as usize);
-                }
-                state[i] = m.state;
-                max_of[i] = m.max_attempts;
-            }
+        let k = pos[i] as usize;
+        let node = &next[k];
+        // New nodes: only children of the selected node (checked below).
+        if node.parent.as_ref() == Some(selected) {
+            new_children.push(node.id.clone());
+        } else if stray.as_ref().is_none_or(|s| &node.id < s) {
+            stray = Some(node.id.clone());
         }
+        created.push(node.id.clone());
+        max_of[i] = node.max_attempts.unwrap_or(limits.max_attempts);
         let claims = (node.passes, node.attempts, node.status);
         note_tamper(&mut tamper, &node.id, claims, state[i]);
         if node.title.is_none() {
@@ -639,43 +630,60 @@ pub(super) struct Matched {
     /// Something is copied back from the stored task: differing dependencies or specs,
     /// or its evidence or origin (which the flat plan shape does not carry).
     pub(super) copy_back: bool,
-    /// The parent, title, body or order changed.
-    pub(super) edited: bool,
-    /// The stored task has passed (it is settled).
-    pub(super) passed: bool,
+}
+
+/// What the comparisons found besides each stored task's [`Matched`]: everything step 1
+/// learns of a kept node, so no later pass reads the kept nodes (at 100k nodes each such
+/// pass reads 27 MB). Each list is in no particular order (the caller sorts).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct MatchOut {
+    /// Values of person- and runner-owned fields the file stated differently.
+    pub(super) notes: Vec<TamperNote>,
+    /// Kept nodes whose parent, title, body or order changed.
+    pub(super) edited: Vec<TaskId>,
+    /// The stored positions of kept tasks that have passed.
+    pub(super) settled: Vec<usize>,
+    /// The output positions of kept nodes without a title.
+    pub(super) untitled: Vec<usize>,
+}
+
+impl MatchOut {
+    fn extend(&mut self, other: MatchOut) {
+        self.notes.extend(other.notes);
+        self.edited.extend(other.edited);
+        self.settled.extend(other.settled);
+        self.untitled.extend(other.untitled);
+    }
 }
 
 /// Compares every stored task that the file kept with its node: `None` for a task the
-/// file dropped, by stored position. Also returns the person-owned fields the file
-/// changed (see [`match_range`]), each with the output position of its node, in output
-/// order. The stored tasks are read in their order (each one's strings lie near it),
-/// the file's nodes (already in output order, at `pos` of their file position) at random.
+/// file dropped, by stored position, and what else the comparisons found. The stored
+/// tasks are read in their order (each one's strings lie near it), the file's nodes
+/// (already in output order, at `pos` of their file position) at random.
 pub(super) fn match_all(
     next: &[PlanNode],
     pos: &[u32],
     next_of: &[u32],
     prev: &[Task],
-) -> (Vec<Option<Matched>>, Vec<(u32, TamperNote)>) {
+) -> (Vec<Option<Matched>>, MatchOut) {
     let n = prev.len();
     let mut out = vec![None; n];
-    let mut notes = if n < PARALLEL_NODES {
+    let found = if n < PARALLEL_NODES {
         match_range(next, pos, next_of, prev, 0, &mut out)
     } else {
         let half = n / 2;
         let (first, second) = out.split_at_mut(half);
         std::thread::scope(|scope| {
             let later = scope.spawn(|| match_range(next, pos, next_of, prev, half, second));
-            let mut notes = match_range(next, pos, next_of, prev, 0, first);
+            let mut found = match_range(next, pos, next_of, prev, 0, first);
             match later.join() {
-                Ok(more) => notes.extend(more),
+                Ok(more) => found.extend(more),
                 Err(panic) => std::panic::resume_unwind(panic),
             }
-            notes
+            found
         })
     };
-    // Stable: one node's notes keep the order of its fields.
-    notes.sort_by_key(|(k, _)| *k);
-    (out, notes)
+    (out, found)
 }
 
 /// [`match_all`] for the stored positions `from..from + out.len()`.
@@ -686,8 +694,9 @@ pub(super) fn match_range(
     prev: &[Task],
     from: usize,
     out: &mut [Option<Matched>],
-) -> Vec<(u32, TamperNote)> {
-    let mut notes = Vec::new();
+) -> MatchOut {
+    let mut found = MatchOut::default();
+    let notes = &mut found.notes;
     for (pi, slot) in (from..).zip(out.iter_mut()) {
         let j = next_of[pi];
         if j == NONE {
@@ -725,16 +734,12 @@ pub(super) fn match_range(
             // specs, `max_attempts` and the workflow are a person's, restored from the
             // store. Each value the file states that differs is noted.
             let mut note = |field: &'static str, agent_value: String, true_value: String| {
-                let id = node.id.clone();
-                notes.push((
-                    k as u32,
-                    TamperNote {
-                        id,
-                        field,
-                        agent_value,
-                        true_value,
-                    },
-                ));
+                notes.push(TamperNote {
+                    id: node.id.clone(),
+                    field,
+                    agent_value,
+                    true_value,
+                });
             };
             let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
             let spec_str = |w: &Option<WorkSpec>| format!("{w:?}");
@@ -786,8 +791,27 @@ pub(super) fn match_range(
                 && edited
                     == (spec.parent != truth.parent || !changed_fields(&spec, truth).is_empty())
         });
+        let state = (t.status(), t.passes(), t.attempts());
+        let passed = has_passed(t);
+        // Step 1's runner fields are the stored ones: each the file stated differently
+        // is noted.
+        note_tamper(
+            notes,
+            &node.id,
+            (node.passes, node.attempts, node.status),
+            state,
+        );
+        if edited {
+            found.edited.push(node.id.clone());
+        }
+        if passed {
+            found.settled.push(pi);
+        }
+        if node.title.is_none() {
+            found.untitled.push(k);
+        }
         *slot = Some(Matched {
-            state: (t.status(), t.passes(), t.attempts()),
+            state,
             max_attempts: truth.max_attempts,
             workflow: truth.workflow,
             preset: truth.preset,
@@ -797,11 +821,9 @@ pub(super) fn match_range(
                 || !spec_same
                 || truth.evidence.is_some()
                 || truth.origin.is_some(),
-            edited,
-            passed: has_passed(t),
         });
     }
-    notes
+    found
 }
 
 /// Records each agent value of a runner-owned field that differs from the runner's.

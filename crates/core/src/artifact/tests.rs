@@ -614,6 +614,20 @@ fn line_scan_cases() {
     for doc in handed_over {
         assert!(atx_headings_by_lines(doc).is_none(), "{doc:?}");
     }
+    // A document of 64 KiB or more is searched with the `memchr` crate instead of the
+    // standard library (see `Finder`): the same headings.
+    let mut big = String::new();
+    while big.len() < 80 << 10 {
+        big.push_str("## A\n<!-- open\n## not\n-->\n```\n## not\n```\ntext\n## B\n");
+    }
+    let small = &big[..big.len().min(60 << 10)];
+    let small = &small[..small.rfind('\n').unwrap() + 1];
+    for doc in [big.as_str(), small] {
+        let found = atx_headings_by_lines(doc).expect("a plain document");
+        let expected = doc.matches("## A\n").count() + doc.matches("## B\n").count();
+        assert_eq!(found.len(), expected, "{}", doc.len());
+        check_line_scan(doc);
+    }
     // The link definition is why: the full parse reads `[x]` as a link named `x`.
     let doc = "## [x]\n\n[x]: /url\n";
     assert_eq!(atx_headings_by_parser(doc)[0].name, "x");

@@ -199,7 +199,7 @@ fn stop(app: &App, ctx: &HookContext, harness_session: Option<&str>) -> Result<O
         .unwrap_or(0);
     let task_file = std::path::absolute(app.ws().task_file(&ctx.task))
         .unwrap_or_else(|_| app.ws().task_file(&ctx.task));
-    let warden = warden_core::prompt::shell_word(&app.eng.warden_exe.to_string_lossy());
+    let warden = warden_core::prompt::shell_word(&app.eng.warden_exe().to_string_lossy());
     let answer = hook::stop(&StopInput {
         task: &t,
         role,

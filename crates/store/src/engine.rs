@@ -108,8 +108,9 @@ pub struct Engine {
     /// it in the commit ([`StoreError::LeaseLost`], exit 4). `None` for people and agents.
     pub fence: Option<Fence>,
     /// The `warden` binary prompts tell agents to run (by absolute path: an agent's shell
-    /// may not have it on `PATH`). The running binary unless a front end says otherwise.
-    pub warden_exe: std::path::PathBuf,
+    /// may not have it on `PATH`). `None`: the running binary, looked up when a prompt
+    /// is rendered (not on every open: a `readlink` of `/proc/self/exe` per command).
+    pub warden_exe: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -220,8 +221,16 @@ impl Engine {
             store,
             actor,
             fence: None,
-            warden_exe: std::env::current_exe().unwrap_or_else(|_| "warden".into()),
+            warden_exe: None,
         })
+    }
+
+    /// The `warden` binary prompts name (see [`Engine::warden_exe`]).
+    pub fn warden_exe(&self) -> std::path::PathBuf {
+        match &self.warden_exe {
+            Some(exe) => exe.clone(),
+            None => std::env::current_exe().unwrap_or_else(|_| "warden".into()),
+        }
     }
 
     /// The current time: the one place a front end reads the clock for the core.
@@ -752,7 +761,7 @@ impl Engine {
             task_file: &task_file,
             max_review_rounds: self.config.limits.max_review_rounds,
             instructions,
-            warden: &prompt::shell_word(&self.warden_exe.to_string_lossy()),
+            warden: &prompt::shell_word(&self.warden_exe().to_string_lossy()),
         };
         prompt::render(&template, &input).map_err(|e| {
             Failure::usage(format!(

@@ -332,9 +332,9 @@ pub fn apply_state_updates(
     drop(resolved);
     let pre = forest.preorder();
 
-    // Step 1, in one pass in depth-first order (the output's): the user-owned spec comes
-    // from the file, the person-owned fields of a stored node and its runner fields from
-    // the store. Runner state stays indexed by file position for steps 2 to 4.
+    // Step 1: the user-owned spec comes from the file, the person-owned fields of a
+    // stored node and its runner fields from the store. Runner state stays indexed by
+    // file position for steps 2 to 4.
     //
     // The file's nodes are put in depth-first order in place (a file `plan export` wrote
     // already is), then mapped into the output by `into_iter().map().collect()`, which
@@ -345,9 +345,9 @@ pub fn apply_state_updates(
         pos[i] = k as u32;
     }
     permute(&mut next, &pre);
-    // The comparisons with the stored tasks read them at random (they are in id order,
-    // the file is depth-first): done first, over both cores for a big tree, so the pass
-    // that moves the file's nodes into the output reads only memory in order.
+    // The comparisons with the stored tasks (over both cores for a big tree) read the
+    // file's nodes at random: done first, so the pass that moves the nodes into the
+    // output reads only memory in order.
     let (matches, found) = match_all(&next, &pos, &next_of, prev);
     let MatchOut {
         notes: mut tamper,

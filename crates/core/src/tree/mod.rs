@@ -578,34 +578,15 @@ impl<'a> IdIndex<'a> {
         } else {
             hash_into(&mut hashes, &ids);
         }
-        let mut counts = vec![0u32; parts];
-        for &h in &hashes {
-            counts[partition_of(h, bits)] += 1;
-        }
-        // Where each partition's table starts in the slots, and its keys in `order`.
-        let mut start = Vec::with_capacity(parts + 1);
-        let mut first = Vec::with_capacity(parts + 1);
-        let (mut total, mut keys) = (0u32, 0u32);
-        for &c in &counts {
-            start.push(total);
-            first.push(keys);
-            // At most two thirds full, so linear probes stay short.
-            total += c + c / 2 + 1;
-            keys += c;
-        }
-        start.push(total);
-        first.push(keys);
-        let mut slots = vec![EMPTY; total as usize];
+        let counts = partition_counts(&hashes, bits);
+        // Where each partition's keys start in `order`, and its table in the slots (at
+        // most two thirds full, so linear probes stay short).
+        let first = prefix_sums(&counts);
+        let start = prefix_sums(&counts.iter().map(|&c| c + c / 2 + 1).collect::<Vec<_>>());
+        let mut slots = vec![EMPTY; start[parts] as usize];
         let mut order = vec![EMPTY; n];
         let fill = |from: usize, to: usize, order: &mut [Slot], slots: &mut [Slot]| {
-            let mut at: Vec<u32> = first[from..to].iter().map(|f| f - first[from]).collect();
-            for (i, &hash) in hashes.iter().enumerate() {
-                let p = partition_of(hash, bits);
-                if (from..to).contains(&p) {
-                    order[at[p - from] as usize] = Slot::with_hash(ids[i], i as u32, hash);
-                    at[p - from] += 1;
-                }
-            }
+            gather(&ids, &hashes, bits, from..to, &first, order);
             // Positions ascend within a partition, so the first of a repeated id goes in
             // first.
             let base = start[from] as usize;
@@ -769,24 +750,54 @@ fn partition_of(hash: u64, bits: u32) -> usize {
 /// counting sort, stable); returns each partition's count. Two passes over the names, so
 /// no intermediate array of keys is allocated.
 fn by_partition(names: &[&str], bits: u32, order: &mut Vec<Slot>) -> Vec<u32> {
-    let parts = 1usize << bits;
-    let mut counts = vec![0u32; parts];
     let hashes: Vec<u64> = names.iter().map(|s| id_hash(s)).collect();
-    for &h in &hashes {
-        counts[partition_of(h, bits)] += 1;
-    }
-    let mut at = Vec::with_capacity(parts);
-    let mut sum = 0u32;
-    for &c in &counts {
-        at.push(sum);
-        sum += c;
-    }
+    let counts = partition_counts(&hashes, bits);
+    let first = prefix_sums(&counts);
     order.clear();
     order.resize(names.len(), EMPTY);
-    for (i, (s, &hash)) in names.iter().zip(&hashes).enumerate() {
-        let p = partition_of(hash, bits);
-        order[at[p] as usize] = Slot::with_hash(s, i as u32, hash);
-        at[p] += 1;
+    gather(names, &hashes, bits, 0..counts.len(), &first, order);
+    counts
+}
+
+/// How many of `hashes` fall in each of the `1 << bits` partitions.
+fn partition_counts(hashes: &[u64], bits: u32) -> Vec<u32> {
+    let mut counts = vec![0u32; 1 << bits];
+    for &h in hashes {
+        counts[partition_of(h, bits)] += 1;
     }
     counts
+}
+
+/// Where each partition's run starts, and the total after the last.
+fn prefix_sums(counts: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(counts.len() + 1);
+    let mut sum = 0u32;
+    for &c in counts {
+        out.push(sum);
+        sum += c;
+    }
+    out.push(sum);
+    out
+}
+
+/// The keys of the names whose partitions are in `parts` into `order` (which holds just
+/// those partitions' runs, the first starting at `first[parts.start]`), each run in
+/// position order (a stable counting sort).
+fn gather(
+    names: &[&str],
+    hashes: &[u64],
+    bits: u32,
+    parts: std::ops::Range<usize>,
+    first: &[u32],
+    order: &mut [Slot],
+) {
+    let base = first[parts.start];
+    let mut at: Vec<u32> = first[parts.clone()].iter().map(|f| f - base).collect();
+    for (i, (s, &hash)) in names.iter().zip(hashes).enumerate() {
+        let p = partition_of(hash, bits);
+        if parts.contains(&p) {
+            order[at[p - parts.start] as usize] = Slot::with_hash(s, i as u32, hash);
+            at[p - parts.start] += 1;
+        }
+    }
 }

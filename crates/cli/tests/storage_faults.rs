@@ -34,17 +34,20 @@ fn new_dir() -> PathBuf {
 }
 
 impl Ws {
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_warden"))
-            .args(args)
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_warden"));
+        c.args(args)
             .current_dir(&self.dir)
             .env("NO_COLOR", "1")
             .env_remove("WARDEN_DIR")
             .env_remove("WARDEN_STORE_URL")
             .env_remove("WARDEN_TASK_ID")
-            .env_remove("WARDEN_ROLE")
-            .output()
-            .unwrap()
+            .env_remove("WARDEN_ROLE");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
     }
 
     fn ok(&self, args: &[&str]) {
@@ -109,6 +112,93 @@ fn a_lock_held_past_busy_timeout_gives_exit_4_and_changes_nothing() {
     let o = ws.run(&["--json", "task", "show", "t"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("\"status\": \"pending\""));
     ws.ok(&["task", "update", "t", "--status", "working"]);
+    ws.ok(&["check"]);
+}
+
+/// The task's own lock (`.warden/tasks/<id>/.lock`) held by another process: a writer
+/// waits for it, takes it the moment it is let go, and gives up with exit 4 after
+/// `busy_timeout_ms`, changing nothing.
+#[test]
+fn a_task_lock_is_waited_for_and_held_past_busy_timeout_gives_exit_4() {
+    let ws = workspace();
+    let lock = ws.dir.join(".warden/tasks/t/.lock");
+    // Holds the lock until a line arrives on stdin; says so on stdout.
+    let hold = || {
+        let mut holder = Command::new("python3")
+            .arg("-c")
+            .arg(
+                "import fcntl, sys\n\
+                 f = open(sys.argv[1], 'a')\n\
+                 fcntl.flock(f, fcntl.LOCK_EX)\n\
+                 print('locked', flush=True)\n\
+                 sys.stdin.readline()\n\
+                 fcntl.flock(f, fcntl.LOCK_UN)\n",
+            )
+            .arg(&lock)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "locked");
+        holder
+    };
+    let release = |mut holder: std::process::Child| {
+        std::io::Write::write_all(holder.stdin.as_mut().unwrap(), b"release\n").unwrap();
+        holder.wait().unwrap();
+    };
+    // A writer started while the lock is held waits for it in the kernel (on its
+    // `task-lock` thread, not by polling), and finishes once it is let go.
+    let holder = hold();
+    let mut writer = ws
+        .command(&["task", "update", "t", "--status", "working"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let threads = format!("/proc/{}/task", writer.id());
+    let waiting = || {
+        std::fs::read_dir(&threads).is_ok_and(|d| {
+            d.flatten().any(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "task-lock")
+            })
+        })
+    };
+    while !waiting() {
+        assert!(
+            writer.try_wait().unwrap().is_none(),
+            "the writer ended while the lock was held"
+        );
+        std::thread::yield_now();
+    }
+    release(holder);
+    let o = writer.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // With a short busy timeout, a lock never let go is a conflict: exit 4, one line.
+    let cfg = ws.dir.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("busy_timeout_ms = 5000", "busy_timeout_ms = 200");
+    std::fs::write(&cfg, text).unwrap();
+    let holder = hold();
+    let o = ws.run(&["task", "update", "t", "--status", "clarification"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("task t is being changed by another process"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+    release(holder);
+    let o = ws.run(&["--json", "task", "show", "t"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\"status\": \"working\""));
+    ws.ok(&["task", "update", "t", "--status", "clarification"]);
     ws.ok(&["check"]);
 }
 

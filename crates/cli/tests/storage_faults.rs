@@ -202,6 +202,40 @@ fn a_task_lock_is_waited_for_and_held_past_busy_timeout_gives_exit_4() {
     ws.ok(&["check"]);
 }
 
+/// A store file deleted from under a workspace with tasks is refused with exit 5 and
+/// the fix, never replaced by an empty store that would answer "no tasks"; a workspace
+/// without tasks has nothing to lose and gets a new store.
+#[test]
+fn a_lost_store_is_refused_not_started_again_empty() {
+    let ws = workspace();
+    let dot = ws.dir.join(".warden");
+    let remove = || {
+        for f in ["warden.db", "warden.db-wal", "warden.db-shm"] {
+            let _ = std::fs::remove_file(dot.join(f));
+        }
+    };
+    remove();
+    for args in [
+        &["task", "list"][..],
+        &["task", "create", "u", "--agent", "x"][..],
+    ] {
+        let o = ws.run(args);
+        assert_eq!(o.status.code(), Some(5), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(
+                "the store .warden/warden.db is missing, but .warden/tasks holds task folders"
+            ),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+        assert!(!dot.join("warden.db").exists(), "no store was made");
+    }
+    std::fs::remove_dir_all(dot.join("tasks/t")).unwrap();
+    ws.ok(&["task", "list"]);
+    assert!(dot.join("warden.db").exists());
+}
+
 #[test]
 fn a_damaged_database_gives_exit_5_with_a_clear_message() {
     let ws = workspace();

@@ -500,6 +500,18 @@ pub fn open(ws: &Workspace, config: &Config) -> Result<Box<dyn Store>, OpenError
     let url = config.store_url();
     match StoreUrl::parse(&url, &ws.root)? {
         StoreUrl::Sqlite(path) => {
+            // A database file that is gone while the workspace has task folders was lost
+            // (deleted, or left out of a restore): opening it would start an empty store
+            // and answer as if the project had no tasks.
+            if !path.exists() && has_task_folders(ws) {
+                return Err(StoreError::Io(format!(
+                    "the store {} is missing, but {} holds task folders: restore the database file (Warden does not start an empty store over existing tasks), or remove {} and run `warden init` to start again",
+                    ws.display(&path),
+                    ws.display(&ws.dir.join("tasks")),
+                    ws.display(&ws.dir)
+                ))
+                .into());
+            }
             let s = sqlite::SqliteStore::open(&path, config.store.busy_timeout_ms)?;
             Ok(Box::new(s))
         }
@@ -508,6 +520,12 @@ pub fn open(ws: &Workspace, config: &Config) -> Result<Box<dyn Store>, OpenError
             Ok(Box::new(s))
         }
     }
+}
+
+/// Whether `.warden/tasks/` has a folder in it (a task Warden has written).
+fn has_task_folders(ws: &Workspace) -> bool {
+    std::fs::read_dir(ws.dir.join("tasks"))
+        .is_ok_and(|mut d| d.any(|e| e.is_ok_and(|e| e.file_type().is_ok_and(|t| t.is_dir()))))
 }
 
 /// A parsed `store.url`.

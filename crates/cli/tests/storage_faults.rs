@@ -2,8 +2,8 @@
 //! database file, a full disk. Each fails closed with its documented exit code and a
 //! message that says what happened; nothing is half-written.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static N: AtomicUsize = AtomicUsize::new(0);
@@ -60,6 +60,36 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A Python process that takes a lock on `file` (`sys.argv[1]`) with the statements
+/// `take`, says "locked", and runs `give_back` once [`let_go`] writes it a line: no
+/// clock decides who wins.
+fn holding(file: &Path, take: &str, give_back: &str) -> Child {
+    let mut holder = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import fcntl, sqlite3, sys\n{take}\nprint('locked', flush=True)\nsys.stdin.readline()\n{give_back}\n"
+        ))
+        .arg(file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+    holder
+}
+
+/// Tells a [`holding`] process to let go, and waits for it.
+fn let_go(mut holder: Child) {
+    std::io::Write::write_all(holder.stdin.as_mut().unwrap(), b"release\n").unwrap();
+    holder.wait().unwrap();
+}
+
 fn workspace() -> Ws {
     let ws = Ws {
         dir: new_dir(),
@@ -78,37 +108,17 @@ fn a_lock_held_past_busy_timeout_gives_exit_4_and_changes_nothing() {
         .unwrap()
         .replace("busy_timeout_ms = 5000", "busy_timeout_ms = 200");
     std::fs::write(&cfg, text).unwrap();
-    // Another process holds SQLite's write lock until the test lets it go (a line on
-    // its stdin): no clock decides who wins.
-    let db = ws.dir.join(".warden/warden.db");
-    let mut holder = Command::new("python3")
-        .arg("-c")
-        .arg(
-            "import sqlite3, sys\n\
-             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
-             c.execute('BEGIN IMMEDIATE')\n\
-             print('locked', flush=True)\n\
-             sys.stdin.readline()\n\
-             c.execute('ROLLBACK')\n",
-        )
-        .arg(&db)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "locked");
+    // Another process holds SQLite's write lock until the test lets it go.
+    let holder = holding(
+        &ws.dir.join(".warden/warden.db"),
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\nc.execute('BEGIN IMMEDIATE')",
+        "c.execute('ROLLBACK')",
+    );
     let o = ws.run(&["task", "update", "t", "--status", "working"]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
     assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
-    std::io::Write::write_all(holder.stdin.as_mut().unwrap(), b"release\n").unwrap();
-    holder.wait().unwrap();
+    let_go(holder);
     let o = ws.run(&["--json", "task", "show", "t"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("\"status\": \"pending\""));
     ws.ok(&["task", "update", "t", "--status", "working"]);
@@ -122,35 +132,12 @@ fn a_lock_held_past_busy_timeout_gives_exit_4_and_changes_nothing() {
 fn a_task_lock_is_waited_for_and_held_past_busy_timeout_gives_exit_4() {
     let ws = workspace();
     let lock = ws.dir.join(".warden/tasks/t/.lock");
-    // Holds the lock until a line arrives on stdin; says so on stdout.
     let hold = || {
-        let mut holder = Command::new("python3")
-            .arg("-c")
-            .arg(
-                "import fcntl, sys\n\
-                 f = open(sys.argv[1], 'a')\n\
-                 fcntl.flock(f, fcntl.LOCK_EX)\n\
-                 print('locked', flush=True)\n\
-                 sys.stdin.readline()\n\
-                 fcntl.flock(f, fcntl.LOCK_UN)\n",
-            )
-            .arg(&lock)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs");
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
-            &mut line,
+        holding(
+            &lock,
+            "f = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)",
+            "fcntl.flock(f, fcntl.LOCK_UN)",
         )
-        .unwrap();
-        assert_eq!(line.trim(), "locked");
-        holder
-    };
-    let release = |mut holder: std::process::Child| {
-        std::io::Write::write_all(holder.stdin.as_mut().unwrap(), b"release\n").unwrap();
-        holder.wait().unwrap();
     };
     // A writer started while the lock is held waits for it in the kernel (on its
     // `task-lock` thread, not by polling), and finishes once it is let go.
@@ -177,7 +164,7 @@ fn a_task_lock_is_waited_for_and_held_past_busy_timeout_gives_exit_4() {
         );
         std::thread::yield_now();
     }
-    release(holder);
+    let_go(holder);
     let o = writer.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     // With a short busy timeout, a lock never let go is a conflict: exit 4, one line.
@@ -195,7 +182,7 @@ fn a_task_lock_is_waited_for_and_held_past_busy_timeout_gives_exit_4() {
         stderr(&o)
     );
     assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
-    release(holder);
+    let_go(holder);
     let o = ws.run(&["--json", "task", "show", "t"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("\"status\": \"working\""));
     ws.ok(&["task", "update", "t", "--status", "clarification"]);

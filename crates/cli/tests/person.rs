@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::common::{Workspace, code, describe, err_line, text};
 use crate::run_e2e::Project;
-use crate::supervisor::stop;
+use crate::supervisor::{kinds, stop, wait_gone};
 
 /// A plan with one task in each state a person acts on.
 fn waiting_room() -> Workspace {
@@ -431,7 +431,29 @@ fn status_shows_the_supervisor_alive_and_what_it_runs() {
     stop(run);
     let left: Vec<_> = std::fs::read_dir(&runners).unwrap().flatten().collect();
     assert!(left.is_empty(), "{left:?}");
+    // The worker's session outlived both supervisors. Cancelling stops it, and its host
+    // reports the end: wait for that host to be gone, so that no report of this project
+    // is still on its way once the test has removed it.
+    let agent = p.agent_pid("t", "worker");
+    let host = parent_pid(agent);
     p.ok(&["task", "cancel", "t"]);
+    wait_gone(host, 30);
+    let ended = p
+        .events("t")
+        .iter()
+        .filter(|e| e["type"] == "session.exited" && e["data"]["session"] == "t-worker-1")
+        .count();
+    assert_eq!(ended, 1, "{:?}", kinds(&p.events("t")));
+}
+
+/// The parent of a live process (from `/proc/PID/stat`).
+fn parent_pid(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no parent in {stat}"))
 }
 
 /// An idle supervisor holds no lease: its announcement in `.warden/runners/` is all that

@@ -38,7 +38,7 @@ pub struct Launch {
     pub pass_env: Vec<String>,
     /// The harness conversation it resumes, if any.
     pub resumes: Option<String>,
-    /// Something to note in the session's log (a prompt too long for an argument).
+    /// Something to note in the session's log (a prompt that cannot be an argument).
     pub note: Option<String>,
 }
 
@@ -124,16 +124,30 @@ pub fn launch(eng: &Engine, s: &SessionInput<'_>) -> Result<Launch, Failure> {
         AgentPreset::Claude | AgentPreset::Codex => t.last_conversation(s.role).map(str::to_owned),
         _ => None,
     };
-    // `{prompt}` as an argument, unless it is too long for one.
-    let long = s.prompt.len() > MAX_PROMPT_ARG;
-    let prompt_arg = if long {
-        format!(
-            "Your instructions for this session are in {} ({} bytes, too long for a command-line argument): read that file first and follow it.",
+    // `{prompt}` as an argument, unless it cannot be one: too long, or holding a NUL
+    // character (an agent can write one into TASK.md), which would end the argument
+    // there, so the session could not start at all.
+    // Why not (in the argument it names the file in, and in the session's log).
+    let unfit = if s.prompt.len() > MAX_PROMPT_ARG {
+        Some((
+            "too long for a command-line argument",
+            "is too long for an argument",
+        ))
+    } else if s.prompt.contains('\0') {
+        Some((
+            "it holds a NUL character, which a command-line argument cannot carry",
+            "holds a NUL character, which an argument cannot carry",
+        ))
+    } else {
+        None
+    };
+    let prompt_arg = match unfit {
+        Some((why, _)) => format!(
+            "Your instructions for this session are in {} ({} bytes, {why}): read that file first and follow it.",
             s.prompt_file.display(),
             s.prompt.len()
-        )
-    } else {
-        s.prompt.to_owned()
+        ),
+        None => s.prompt.to_owned(),
     };
     let value = |name: &str| -> String {
         match name {
@@ -266,9 +280,11 @@ pub fn launch(eng: &Engine, s: &SessionInput<'_>) -> Result<Launch, Failure> {
             argv = expand(cfg.custom_command())?;
             argv[0] = absolute_program(eng, &argv[0]);
             argv.extend(extra);
-            if long && cfg.custom_command().iter().any(|a| a.contains("{prompt}")) {
+            if let Some((_, why)) = unfit
+                && cfg.custom_command().iter().any(|a| a.contains("{prompt}"))
+            {
                 note = Some(format!(
-                    "the prompt ({} bytes) is too long for an argument: {{prompt}} names {} instead, and the prompt is the session's standard input",
+                    "the prompt ({} bytes) {why}: {{prompt}} names {} instead, and the prompt is the session's standard input",
                     s.prompt.len(),
                     s.prompt_file.display()
                 ));

@@ -272,6 +272,52 @@ fn a_long_prompt_reaches_a_custom_agent_on_its_input() {
     assert!(!types.contains(&"session.failed".to_owned()), "{types:?}");
 }
 
+/// A prompt holding a NUL character (here from the project's own worker template; an
+/// agent can write one into TASK.md too) cannot be a command-line argument: `{prompt}`
+/// names the prompt file instead and the prompt is the agent's input, as for a prompt
+/// too long for an argument, so the session starts.
+#[test]
+fn a_prompt_with_a_nul_reaches_a_custom_agent_on_its_input() {
+    let ws = Workspace::new("nul-prompt");
+    let script = "cat > \"$WARDEN_DIR/.warden/got.stdin\"; printf %s \"$1\" > \"$WARDEN_DIR/.warden/got.arg\"";
+    agent_config(
+        &ws,
+        &[
+            "preset = \"custom\"",
+            &format!(
+                "command = [\"sh\", \"-c\", {}, \"sh\", \"{{prompt}}\"]",
+                json!(script)
+            ),
+        ],
+        "",
+    );
+    let prompts = ws.root.join(".warden/prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    std::fs::write(
+        prompts.join("worker.md"),
+        "Task {task_id}: NUL-MARK \u{0} after the NUL\n",
+    )
+    .unwrap();
+    ws.ok(&["task", "create", "t", "--agent", "do it"]);
+    let o = run_until_idle(&ws);
+    assert_eq!(code(&o), 7, "{}", describe(&["run"], &o));
+    let types: Vec<String> = ws
+        .history()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!types.contains(&"session.failed".to_owned()), "{types:?}");
+    let got = |name: &str| std::fs::read(ws.root.join(format!(".warden/{name}"))).unwrap();
+    let prompt = std::fs::read(ws.root.join(".warden/tasks/t/prompt-worker.md")).unwrap();
+    assert!(prompt.contains(&0), "the prompt holds the NUL");
+    assert_eq!(got("got.stdin"), prompt, "the whole prompt on stdin");
+    let arg = text(&got("got.arg"));
+    assert!(arg.contains("holds a NUL character"), "{arg}");
+    assert!(arg.contains("tasks/t/prompt-worker.md"), "{arg}");
+    let log = std::fs::read_to_string(ws.root.join(".warden/tasks/t/output.log")).unwrap();
+    assert!(log.contains("holds a NUL character"), "{log}");
+}
+
 /// `warden hook stop` as a harness calls it, from a task's worktree (found through its
 /// `.warden/TASK.md` link) with no Warden variables: it blocks until the Handoff is
 /// written, at most `stop_hook_blocks` times; outside a Warden task it says nothing.

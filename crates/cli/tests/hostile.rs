@@ -151,6 +151,92 @@ fn texts_are_bounded_on_write_as_they_are_on_read() {
     ws.check_ok();
 }
 
+/// A NUL character in a task's text or a memory item is refused before anything is
+/// stored, on every path that stores one (`plan import`, `memory merge`, `plan apply`,
+/// which now also applies the size limits `plan import` does). SQLite would keep it,
+/// PostgreSQL's text refuses it (that was a storage error, exit 5), and a prompt that
+/// carries it cannot be an agent's argument. `env` names the store (PostgreSQL in
+/// `pg_runners`).
+pub(crate) fn nul_texts_are_refused_before_anything_is_stored(
+    ws: &Workspace,
+    env: &[(&str, &str)],
+) {
+    let run = |args: &[&str]| ws.run_env(args, env);
+    let refused = |args: &[&str], what: &str| {
+        let o = run(args);
+        assert_eq!(code(&o), 1, "{}", describe(args, &o));
+        let line = err_line(&o);
+        assert!(line.contains(what), "{line}");
+        assert_eq!(text(&o.stderr).lines().count(), 1, "{o:?}");
+    };
+    let stored = || {
+        let list = run(&["--json", "task", "list"]);
+        let history = run(&["--json", "history"]);
+        let memory = run(&["--json", "memory", "show", "m"]);
+        (
+            text(&list.stdout),
+            text(&history.stdout),
+            text(&memory.stdout),
+        )
+    };
+    assert_eq!(code(&run(&["task", "create", "m"])), 0);
+    let before = stored();
+    ws.write(
+        "nul.json",
+        r#"{"tasks": [{"id": "n1", "title": "a\u0000b"}]}"#,
+    );
+    refused(
+        &["plan", "import", "nul.json"],
+        "task n1: the title contains a NUL character (\\u0000)",
+    );
+    ws.write("delta.json", r#"{"decisions": ["fine", "a\u0000"]}"#);
+    refused(
+        &["memory", "merge", "m", "delta.json"],
+        "the memory delta's decisions[1] contains a NUL character (\\u0000); remove it",
+    );
+    let export = run(&["--json", "plan", "export"]);
+    let tree: Value = serde_json::from_slice(&export.stdout).unwrap();
+    let mut edited = tree.clone();
+    edited["tasks"][0]["title"] = json!("m\u{0}");
+    ws.write("edited.json", edited.to_string());
+    refused(
+        &[
+            "plan",
+            "apply",
+            "edited.json",
+            "--selected",
+            "m",
+            "--status",
+            "retry",
+        ],
+        "task m: the title contains a NUL character",
+    );
+    let mut grown = tree;
+    grown["tasks"].as_array_mut().unwrap().push(json!({
+        "id": "big", "parent": "m", "title": "big", "agent": "a".repeat(200 * 1024)
+    }));
+    ws.write("grown.json", grown.to_string());
+    refused(
+        &[
+            "plan",
+            "apply",
+            "grown.json",
+            "--selected",
+            "m",
+            "--status",
+            "decomposed",
+        ],
+        "task big: the agent instructions is 204800 bytes, over the 128 KiB limit",
+    );
+    assert_eq!(stored(), before, "nothing stored changed");
+}
+
+#[test]
+fn nul_texts_are_refused_on_sqlite() {
+    let ws = Workspace::new("nul");
+    nul_texts_are_refused_before_anything_is_stored(&ws, &[]);
+}
+
 #[test]
 fn devices_and_fifos_are_refused_at_once() {
     let ws = Workspace::new("devices");

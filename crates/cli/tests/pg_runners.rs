@@ -325,6 +325,20 @@ fn a_runner_whose_lease_was_taken_over_is_refused_on_its_next_write() {
     run_ok(root, url, &["check"]);
 }
 
+/// The NUL refusals of `hostile`, on PostgreSQL: exit 1 and nothing stored, where
+/// PostgreSQL's text type used to turn them into a storage error (exit 5).
+#[test]
+fn nul_texts_are_refused_on_postgresql() {
+    let Some(db) = testing::database("pg_runners::nul") else {
+        return;
+    };
+    let ws = project("pg-nul", &db.url);
+    crate::hostile::nul_texts_are_refused_before_anything_is_stored(
+        &ws,
+        &[("WARDEN_STORE_URL", db.url.as_str())],
+    );
+}
+
 #[test]
 fn a_password_in_the_store_url_is_never_shown() {
     let Some(db) = testing::database("pg_runners::password") else {

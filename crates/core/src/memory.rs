@@ -123,6 +123,27 @@ pub const LISTS: [&str; 6] = [
 pub const HISTORY: usize = 4;
 
 impl MemoryDelta {
+    /// Why no store can take this delta, if none can: a NUL character in an item
+    /// (PostgreSQL's text refuses it, and a prompt that carries it cannot be an
+    /// argument of an agent's command line).
+    pub fn problem(&self) -> Option<String> {
+        let items = LISTS.iter().zip(self.lists()).flat_map(|(name, list)| {
+            list.iter()
+                .enumerate()
+                .map(move |(i, s)| (format!("{name}[{i}]"), s.as_str()))
+        });
+        let focus = self
+            .next_focus
+            .iter()
+            .map(|f| ("next_focus".to_owned(), f.as_str()));
+        items
+            .chain(focus)
+            .find(|(_, s)| s.contains('\0'))
+            .map(|(at, _)| {
+                format!("the memory delta's {at} contains a NUL character (\\u0000); remove it")
+            })
+    }
+
     /// The six lists, in [`LISTS`] order.
     pub fn lists(&self) -> [&[String]; 6] {
         [
@@ -304,6 +325,15 @@ mod tests {
 
     fn check_merge(existing: Memory, update: MemoryDelta, expected: Memory) {
         assert_eq!(merge(&existing, &update, &MemoryCaps::default()), expected);
+    }
+
+    #[test]
+    fn a_nul_anywhere_in_a_delta_is_named() {
+        assert_eq!(delta(&["a", "b"], &["c"], Some("d")).problem(), None);
+        let at = |d: MemoryDelta| d.problem().unwrap_or_default();
+        assert!(at(delta(&["a", "b\0"], &[], None)).contains("goals[1] contains a NUL"));
+        assert!(at(delta(&[], &["\0"], None)).contains("history[0] contains a NUL"));
+        assert!(at(delta(&[], &[], Some("x\0"))).contains("next_focus contains a NUL"));
     }
 
     #[test]

@@ -228,6 +228,9 @@ pub enum Refusal {
     /// A task spec is invalid.
     #[error("{0}")]
     InvalidSpec(String),
+    /// A memory delta is invalid.
+    #[error("{0}")]
+    InvalidMemory(String),
     /// The fold rejected the events (a bug in an operation).
     #[error("internal error: {0}")]
     Internal(String),
@@ -390,6 +393,12 @@ fn spec_texts(spec: &TaskSpec) -> Vec<(&'static str, &str, usize)> {
 /// Checks the user-owned fields of a spec.
 pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
     for (what, text, max) in spec_texts(spec) {
+        if text.contains('\0') {
+            return Err(Refusal::InvalidSpec(format!(
+                "task {}: the {what} contains a NUL character (\\u0000), which no prompt, store or agent command line can carry; remove it",
+                spec.id
+            )));
+        }
         if text.len() > max {
             return Err(Refusal::InvalidSpec(format!(
                 "task {}: the {what} is {} bytes, over the {} KiB limit; shorten it (TASK.md holds it and is read up to {} KiB, with room left for the agents' sections)",

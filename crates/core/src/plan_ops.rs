@@ -47,6 +47,8 @@ pub fn plan_applied(
         let id = &n.spec.id;
         let mut k = Vec::new();
         if n.new {
+            // The checks `task create` and `plan import` make (sizes, NUL characters).
+            crate::ops::validate_spec(&n.spec)?;
             k.push(EventKind::TaskCreated {
                 spec: n.spec.clone(),
                 status: n.status,
@@ -67,6 +69,7 @@ pub fn plan_applied(
             // Only an edited node's spec can differ: every other field of a stored node
             // is restored from the store.
             if of(id, &update.edited) && stored(id).is_some_and(|old| old.spec != n.spec) {
+                crate::ops::validate_spec(&n.spec)?;
                 k.push(EventKind::TaskEdited {
                     spec: n.spec.clone(),
                 });

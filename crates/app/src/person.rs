@@ -14,6 +14,18 @@ use crate::{App, Result};
 /// review, bounded like every other input a person names.
 pub const MAX_REASON_CHARS: usize = 4000;
 
+/// A reason (a rejection's, or a transition's `--reason`) of at most
+/// [`MAX_REASON_CHARS`] characters (exit 2 otherwise).
+pub(crate) fn check_reason_length(reason: &str) -> Result<()> {
+    let chars = reason.chars().count();
+    if chars > MAX_REASON_CHARS {
+        return Err(Failure::usage(format!(
+            "the reason is {chars} characters; keep it under {MAX_REASON_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
 impl App {
     /// Approves a task in `reviewing`: it becomes `done` (merge-ri runs inside the
     /// transition; a failed merge refuses and leaves the task in review). Any other
@@ -33,12 +45,7 @@ impl App {
                 "a rejection needs a reason: say what the worker must change",
             ));
         }
-        let chars = reason.chars().count();
-        if chars > MAX_REASON_CHARS {
-            return Err(Failure::usage(format!(
-                "the reason is {chars} characters; keep it under {MAX_REASON_CHARS}"
-            )));
-        }
+        check_reason_length(reason)?;
         self.decide_review(
             id,
             Status::Working,

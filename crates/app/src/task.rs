@@ -71,6 +71,31 @@ impl Transition {
     }
 }
 
+/// The longest request id, in characters.
+pub const MAX_REQUEST_ID_CHARS: usize = 200;
+
+/// A request id is stored as a key (as text, which PostgreSQL refuses a NUL in) and shown
+/// back in messages: printable, and at most [`MAX_REQUEST_ID_CHARS`] (exit 2 otherwise).
+fn check_request_id(key: &str) -> Result<()> {
+    let chars = key.chars().count();
+    if chars == 0 {
+        return Err(Failure::usage(
+            "the request id is empty; give a key that names this request, or leave it out",
+        ));
+    }
+    if chars > MAX_REQUEST_ID_CHARS {
+        return Err(Failure::usage(format!(
+            "the request id is {chars} characters; keep it to {MAX_REQUEST_ID_CHARS}"
+        )));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(Failure::usage(
+            "the request id holds a control character; use printable characters only",
+        ));
+    }
+    Ok(())
+}
+
 /// `task retry`: run a stuck task again, optionally with new specs.
 #[derive(Clone, Debug, Default)]
 pub struct RetryTask {
@@ -316,6 +341,12 @@ impl App {
     /// `task update --status`, `task complete`, `task cancel`: a validated transition,
     /// running what it needs (commit, guard, merge-ri) first.
     pub fn transition(&self, req: &Transition) -> Result<Answer> {
+        if let Some(k) = &req.request_id {
+            check_request_id(k)?;
+        }
+        if let Some(r) = &req.reason {
+            crate::person::check_reason_length(r)?;
+        }
         let shown = self.task_file_shown(&req.id);
         let fingerprint = format!("task update {} --status {}", req.id, req.to);
         let respond = |ch: &Change| self.response_json(ch);

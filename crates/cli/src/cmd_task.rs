@@ -54,7 +54,8 @@ pub enum TaskCmd {
     Complete {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,
-        /// Apply at most once: a repeated request with this key only prints the first result.
+        /// Apply at most once: a repeated request with this key only prints the first result
+        /// (printable, at most 200 characters).
         #[arg(long, value_name = "KEY")]
         request_id: Option<String>,
     },
@@ -103,7 +104,7 @@ pub enum TaskCmd {
     Cancel {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,
-        /// Why.
+        /// Why (at most 4,000 characters).
         #[arg(long)]
         reason: Option<String>,
     },
@@ -192,10 +193,11 @@ pub struct UpdateArgs {
     /// The new status.
     #[arg(long)]
     status: String,
-    /// Why (recorded in the history).
+    /// Why (recorded in the history; at most 4,000 characters).
     #[arg(long)]
     reason: Option<String>,
-    /// Apply at most once: a repeated request with this key only prints the first result.
+    /// Apply at most once: a repeated request with this key only prints the first result
+    /// (printable, at most 200 characters).
     #[arg(long, value_name = "KEY")]
     request_id: Option<String>,
 }

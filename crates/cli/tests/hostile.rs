@@ -155,9 +155,10 @@ fn texts_are_bounded_on_write_as_they_are_on_read() {
 /// stored, on every path that stores one (`plan import`, `memory merge`, `plan apply`,
 /// which now also applies the size limits `plan import` does). SQLite would keep it,
 /// PostgreSQL's text refuses it (that was a storage error, exit 5), and a prompt that
-/// carries it cannot be an agent's argument. `env` names the store (PostgreSQL in
-/// `pg_runners`).
-pub(crate) fn nul_texts_are_refused_before_anything_is_stored(
+/// carries it cannot be an agent's argument. A request id is printable and at most 200
+/// characters, and a transition's reason at most 4,000, as a rejection's is. `env` names
+/// the store (PostgreSQL in `pg_runners`).
+pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
     ws: &Workspace,
     env: &[(&str, &str)],
 ) {
@@ -228,13 +229,44 @@ pub(crate) fn nul_texts_are_refused_before_anything_is_stored(
         ],
         "task big: the agent instructions is 204800 bytes, over the 128 KiB limit",
     );
+    let usage = |args: &[&str], what: &str| {
+        let o = run(args);
+        assert_eq!(code(&o), 2, "{}", describe(args, &o));
+        assert!(err_line(&o).contains(what), "{}", err_line(&o));
+        assert_eq!(text(&o.stderr).lines().count(), 1, "{o:?}");
+    };
+    let update = ["task", "update", "m", "--status", "working"];
+    usage(
+        &[&update[..], &["--request-id", "a\tb"]].concat(),
+        "the request id holds a control character; use printable characters only",
+    );
+    let long_id = "k".repeat(201);
+    usage(
+        &[&update[..], &["--request-id", long_id.as_str()]].concat(),
+        "the request id is 201 characters; keep it to 200",
+    );
+    let long_reason = "r".repeat(4001);
+    usage(
+        &[&update[..], &["--reason", long_reason.as_str()]].concat(),
+        "the reason is 4001 characters; keep it under 4000",
+    );
     assert_eq!(stored(), before, "nothing stored changed");
+    // At the limits: applied.
+    let fits = "k".repeat(200);
+    let reason = "r".repeat(4000);
+    let args = [
+        &update[..],
+        &["--request-id", fits.as_str(), "--reason", reason.as_str()],
+    ]
+    .concat();
+    let o = run(&args);
+    assert_eq!(code(&o), 0, "{}", describe(&args, &o));
 }
 
 #[test]
-fn nul_texts_are_refused_on_sqlite() {
-    let ws = Workspace::new("nul");
-    nul_texts_are_refused_before_anything_is_stored(&ws, &[]);
+fn unstorable_texts_are_refused_on_sqlite() {
+    let ws = Workspace::new("unstorable");
+    unstorable_texts_are_refused_before_anything_is_stored(&ws, &[]);
 }
 
 #[test]

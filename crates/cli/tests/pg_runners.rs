@@ -325,15 +325,15 @@ fn a_runner_whose_lease_was_taken_over_is_refused_on_its_next_write() {
     run_ok(root, url, &["check"]);
 }
 
-/// The NUL refusals of `hostile`, on PostgreSQL: exit 1 and nothing stored, where
-/// PostgreSQL's text type used to turn them into a storage error (exit 5).
+/// The refusals of `hostile` on PostgreSQL: nothing stored, where PostgreSQL's text type
+/// used to turn a NUL character into a storage error (exit 5).
 #[test]
-fn nul_texts_are_refused_on_postgresql() {
-    let Some(db) = testing::database("pg_runners::nul") else {
+fn unstorable_texts_are_refused_on_postgresql() {
+    let Some(db) = testing::database("pg_runners::unstorable") else {
         return;
     };
-    let ws = project("pg-nul", &db.url);
-    crate::hostile::nul_texts_are_refused_before_anything_is_stored(
+    let ws = project("pg-unstorable", &db.url);
+    crate::hostile::unstorable_texts_are_refused_before_anything_is_stored(
         &ws,
         &[("WARDEN_STORE_URL", db.url.as_str())],
     );

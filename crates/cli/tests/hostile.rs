@@ -460,6 +460,37 @@ fn check_compares_every_stored_column_and_respects_old_memory_caps() {
     );
 }
 
+/// A busy timeout past what SQLite takes (milliseconds as a C int) is a one-line
+/// configuration error, where it was a panic in rusqlite ("too big", exit 101).
+#[test]
+fn a_busy_timeout_sqlite_cannot_take_is_refused_not_a_panic() {
+    let ws = Workspace::new("busy-timeout");
+    ws.ok(&["task", "create", "t"]);
+    let cfg = ws.path(".warden/warden.toml");
+    let toml = std::fs::read_to_string(&cfg).unwrap();
+    for (ms, ok) in [
+        ("18446744073709551615", false),
+        ("2147483648", false),
+        ("2147483647", true),
+    ] {
+        let edited = toml.replace("busy_timeout_ms = 5000", &format!("busy_timeout_ms = {ms}"));
+        std::fs::write(&cfg, edited).unwrap();
+        if ok {
+            ws.ok(&["task", "list"]);
+            continue;
+        }
+        let o = ws.expect(&["task", "list"], 2);
+        assert_eq!(
+            err_line(&o),
+            format!(
+                "error: .warden/warden.toml: store.busy_timeout_ms is {ms}; it must be at most 2147483647 (about 24 days); fix the file (see `warden init` for the defaults)"
+            ),
+            "{o:?}"
+        );
+        assert_eq!(text(&o.stderr).lines().count(), 1, "{o:?}");
+    }
+}
+
 #[test]
 fn an_interrupted_init_leaves_nothing_half_made() {
     let ws = Workspace::bare("init-leftover");

@@ -458,6 +458,14 @@ impl Config {
         if c.store.lease_ttl_s == 0 {
             return Err(err("store.lease_ttl_s must be at least 1".into()));
         }
+        // SQLite takes its busy timeout in milliseconds as a C int.
+        if c.store.busy_timeout_ms > i32::MAX as u64 {
+            return Err(err(format!(
+                "store.busy_timeout_ms is {}; it must be at most {} (about 24 days)",
+                c.store.busy_timeout_ms,
+                i32::MAX
+            )));
+        }
         c.agent.check().map_err(err)?;
         if c.agent.session != "process" && c.agent.session != "tmux" {
             return Err(err(format!(

@@ -215,12 +215,10 @@ fn chmod_x(p: &Path) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// A custom agent given `{prompt}`: as its argument while the prompt is short; over
-/// 64 KiB (here over 2 MiB, far past what exec takes) a pointer to the prompt file as
-/// its argument and the whole prompt on standard input.
-#[test]
-fn a_long_prompt_reaches_a_custom_agent_on_its_input() {
-    let ws = Workspace::new("long-prompt");
+/// A workspace whose custom agent, given `{prompt}`, records what each session got:
+/// its standard input in `.warden/got-SESSION.stdin`, its argument in `….arg`.
+fn recording_agent(name: &str) -> Workspace {
+    let ws = Workspace::new(name);
     let script = "cat > \"$WARDEN_DIR/.warden/got-$WARDEN_SESSION.stdin\"; printf %s \"$1\" > \"$WARDEN_DIR/.warden/got-$WARDEN_SESSION.arg\"";
     agent_config(
         &ws,
@@ -233,6 +231,23 @@ fn a_long_prompt_reaches_a_custom_agent_on_its_input() {
         ],
         "",
     );
+    ws
+}
+
+/// The event types of the whole history.
+fn event_types(ws: &Workspace) -> Vec<String> {
+    ws.history()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A custom agent given `{prompt}`: as its argument while the prompt is short; over
+/// 64 KiB (here over 2 MiB, far past what exec takes) a pointer to the prompt file as
+/// its argument and the whole prompt on standard input.
+#[test]
+fn a_long_prompt_reaches_a_custom_agent_on_its_input() {
+    let ws = recording_agent("long-prompt");
     ws.ok(&["task", "create", "short", "--agent", "SHORT-PROMPT-MARK"]);
     ws.ok(&["task", "create", "long", "--agent", "LONG-PROMPT-MARK"]);
     let item = "y".repeat(250);
@@ -264,11 +279,7 @@ fn a_long_prompt_reaches_a_custom_agent_on_its_input() {
     // The short one: its argument is the prompt; its input stays empty.
     assert!(text(&got("got-short-worker-1.arg")).contains("SHORT-PROMPT-MARK"));
     assert!(got("got-short-worker-1.stdin").is_empty());
-    let types: Vec<String> = ws
-        .history()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap().to_owned())
-        .collect();
+    let types = event_types(&ws);
     assert!(!types.contains(&"session.failed".to_owned()), "{types:?}");
 }
 
@@ -278,19 +289,7 @@ fn a_long_prompt_reaches_a_custom_agent_on_its_input() {
 /// too long for an argument, so the session starts.
 #[test]
 fn a_prompt_with_a_nul_reaches_a_custom_agent_on_its_input() {
-    let ws = Workspace::new("nul-prompt");
-    let script = "cat > \"$WARDEN_DIR/.warden/got.stdin\"; printf %s \"$1\" > \"$WARDEN_DIR/.warden/got.arg\"";
-    agent_config(
-        &ws,
-        &[
-            "preset = \"custom\"",
-            &format!(
-                "command = [\"sh\", \"-c\", {}, \"sh\", \"{{prompt}}\"]",
-                json!(script)
-            ),
-        ],
-        "",
-    );
+    let ws = recording_agent("nul-prompt");
     let prompts = ws.root.join(".warden/prompts");
     std::fs::create_dir_all(&prompts).unwrap();
     std::fs::write(
@@ -301,17 +300,17 @@ fn a_prompt_with_a_nul_reaches_a_custom_agent_on_its_input() {
     ws.ok(&["task", "create", "t", "--agent", "do it"]);
     let o = run_until_idle(&ws);
     assert_eq!(code(&o), 7, "{}", describe(&["run"], &o));
-    let types: Vec<String> = ws
-        .history()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap().to_owned())
-        .collect();
+    let types = event_types(&ws);
     assert!(!types.contains(&"session.failed".to_owned()), "{types:?}");
     let got = |name: &str| std::fs::read(ws.root.join(format!(".warden/{name}"))).unwrap();
     let prompt = std::fs::read(ws.root.join(".warden/tasks/t/prompt-worker.md")).unwrap();
     assert!(prompt.contains(&0), "the prompt holds the NUL");
-    assert_eq!(got("got.stdin"), prompt, "the whole prompt on stdin");
-    let arg = text(&got("got.arg"));
+    assert_eq!(
+        got("got-t-worker-1.stdin"),
+        prompt,
+        "the whole prompt on stdin"
+    );
+    let arg = text(&got("got-t-worker-1.arg"));
     assert!(arg.contains("holds a NUL character"), "{arg}");
     assert!(arg.contains("tasks/t/prompt-worker.md"), "{arg}");
     let log = std::fs::read_to_string(ws.root.join(".warden/tasks/t/output.log")).unwrap();

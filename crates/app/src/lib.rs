@@ -210,12 +210,35 @@ pub struct Initialised {
 
 /// `warden init`: creates `.warden/` in `root` (refuses to overwrite) and the store.
 pub fn init(root: &Path, store: Option<&str>) -> Result<Initialised> {
-    if let Some(url) = store {
-        warden_store::StoreUrl::parse(url, root)?;
+    if let Some(url) = store
+        && let warden_store::StoreUrl::Sqlite(path) = warden_store::StoreUrl::parse(url, root)?
+    {
+        // A file that is there already must be a SQLite database (another workspace's
+        // store, say): anything else would be reported as a damaged store.
+        let mut head = [0u8; 16];
+        let read = std::fs::File::open(&path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .unwrap_or(0);
+        if read > 0 && head[..read] != b"SQLite format 3\0"[..read] {
+            return Err(Failure::usage(format!(
+                "{} is not a SQLite database; give --store a new file, or the store of a Warden workspace",
+                path.display()
+            )));
+        }
     }
     let ws = Workspace::init(root, store)?;
-    // Open the store once so the database and its schema exist from the start.
-    let app = App::open(ws, Actor::Person)?;
+    let made = ws.dir.clone();
+    // Open the store once so the database and its schema exist from the start. A store
+    // that cannot be opened (a file that is not a database, a server that refuses)
+    // leaves no workspace behind pointing at it: `.warden/` was made just now, by this
+    // call (`Workspace::init` refuses one that exists), and goes again.
+    let app = match App::open(ws, Actor::Person) {
+        Ok(app) => app,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&made);
+            return Err(e);
+        }
+    };
     Ok(Initialised {
         root: app.ws().root.display().to_string(),
         dir: app.ws().dir.display().to_string(),

@@ -491,6 +491,39 @@ fn a_busy_timeout_sqlite_cannot_take_is_refused_not_a_panic() {
     }
 }
 
+/// An `init` whose store cannot be opened leaves no workspace behind pointing at it: a
+/// file that is not a SQLite database is named (exit 2) and left as it was; a store
+/// SQLite cannot open (its directory is missing) is a storage error (exit 5). Either
+/// way there is no `.warden/`, and `init` works once the store is fixed.
+#[test]
+fn an_init_whose_store_cannot_open_leaves_nothing() {
+    let ws = Workspace::bare("init-bad-store");
+    ws.write("notes.txt", "my notes\n");
+    let o = ws.expect(&["init", "--store", "sqlite:notes.txt"], 2);
+    assert!(
+        err_line(&o).ends_with(
+            "notes.txt is not a SQLite database; give --store a new file, or the store of a Warden workspace"
+        ),
+        "{o:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path("notes.txt")).unwrap(),
+        "my notes\n"
+    );
+    assert!(!ws.path(".warden").exists());
+    let o = ws.expect(&["init", "--store", "sqlite:no/such/dir/x.db"], 5);
+    assert!(
+        err_line(&o).contains("check that the directory exists"),
+        "{o:?}"
+    );
+    assert!(
+        !ws.path(".warden").exists(),
+        "a half-made workspace was left"
+    );
+    ws.ok(&["init"]);
+    ws.ok(&["task", "create", "t"]);
+}
+
 #[test]
 fn an_interrupted_init_leaves_nothing_half_made() {
     let ws = Workspace::bare("init-leftover");

@@ -227,7 +227,7 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
             "--status",
             "decomposed",
         ],
-        "task big: the agent instructions is 204800 bytes, over the 128 KiB limit",
+        "task big: the agent instructions are 204800 bytes, over the 128 KiB limit",
     );
     let usage = |args: &[&str], what: &str| {
         let o = run(args);

@@ -393,16 +393,20 @@ fn spec_texts(spec: &TaskSpec) -> Vec<(&'static str, &str, usize)> {
 /// Checks the user-owned fields of a spec.
 pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
     for (what, text, max) in spec_texts(spec) {
+        // "the agent instructions are", "the prechecks contain", "the title is".
+        let plural = what.ends_with('s');
         if text.contains('\0') {
             return Err(Refusal::InvalidSpec(format!(
-                "task {}: the {what} contains a NUL character (\\u0000), which no prompt, store or agent command line can carry; remove it",
-                spec.id
+                "task {}: the {what} {} a NUL character (\\u0000), which no prompt, store or agent command line can carry; remove it",
+                spec.id,
+                if plural { "contain" } else { "contains" }
             )));
         }
         if text.len() > max {
             return Err(Refusal::InvalidSpec(format!(
-                "task {}: the {what} is {} bytes, over the {} KiB limit; shorten it (TASK.md holds it and is read up to {} KiB, with room left for the agents' sections)",
+                "task {}: the {what} {} {} bytes, over the {} KiB limit; shorten it (TASK.md holds it and is read up to {} KiB, with room left for the agents' sections)",
                 spec.id,
+                if plural { "are" } else { "is" },
                 text.len(),
                 max / 1024,
                 crate::artifact::MAX_TASK_FILE_BYTES / 1024

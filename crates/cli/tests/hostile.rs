@@ -269,6 +269,31 @@ fn unstorable_texts_are_refused_on_sqlite() {
     unstorable_texts_are_refused_before_anything_is_stored(&ws, &[]);
 }
 
+/// `task retry` with new work or checks holds them to what `task create` takes: a
+/// 40,000-byte shell command (the limit is 32 KiB) was accepted and the task restarted.
+#[test]
+fn a_retry_with_oversized_work_is_refused_and_the_task_stays_stuck() {
+    let ws = Workspace::new("retry-size");
+    ws.create("s", &["--postchecks", "false", "--max-attempts", "1"]);
+    ws.to("s", "working");
+    ws.handoff("s");
+    ws.expect(&["task", "complete", "s"], 1);
+    assert_eq!(ws.status("s"), "stuck");
+    let before = snapshot(&ws);
+    let work = "x".repeat(40_000);
+    for flag in ["--work", "--postchecks"] {
+        let o = ws.expect(&["task", "retry", "s", flag, &work], 1);
+        assert!(
+            err_line(&o).contains("bytes, over the 32 KiB limit; shorten it"),
+            "{o:?}"
+        );
+    }
+    assert_eq!(snapshot(&ws), before, "nothing stored changed");
+    // Within the limit it restarts.
+    ws.ok(&["task", "retry", "s", "--postchecks", "true"]);
+    assert_eq!(ws.status("s"), "working");
+}
+
 #[test]
 fn devices_and_fifos_are_refused_at_once() {
     let ws = Workspace::new("devices");

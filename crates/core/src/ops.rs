@@ -874,7 +874,16 @@ pub fn retry(task: &Task, req: &RetryRequest, ctx: &Ctx<'_>) -> Result<Change, R
             evidence: None,
         },
     ];
-    Change::build(Some(task), task.id(), kinds, ctx, Outcome::Retry(plan))
+    let change = Change::build(Some(task), task.id(), kinds, ctx, Outcome::Retry(plan))?;
+    // New work or checks are held to what `task create` takes.
+    if let Some(after) = &change.after
+        && (req.work.is_some()
+            || matches!(req.prechecks, SpecChange::Set(_))
+            || matches!(req.postchecks, SpecChange::Set(_)))
+    {
+        validate_spec(&after.spec)?;
+    }
+    Ok(change)
 }
 
 /// The supervisor started a session for the task's current status entry (`heal`: to fix

@@ -477,11 +477,7 @@ fn failing_postchecks_charge_attempts_and_end_stuck() {
 #[test]
 fn a_stuck_task_cannot_skip_its_failing_guard() {
     let ws = Workspace::new("stuckskip");
-    ws.create("s", &["--postchecks", "false", "--max-attempts", "1"]);
-    ws.to("s", "working");
-    ws.handoff("s");
-    ws.expect(&["task", "complete", "s"], 1);
-    assert_eq!(ws.status("s"), "stuck");
+    ws.stuck_by_its_postchecks("s");
     let o = ws.run(&["task", "complete", "s"]);
     let v = ws.show("s");
     assert!(

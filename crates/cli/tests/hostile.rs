@@ -274,11 +274,7 @@ fn unstorable_texts_are_refused_on_sqlite() {
 #[test]
 fn a_retry_with_oversized_work_is_refused_and_the_task_stays_stuck() {
     let ws = Workspace::new("retry-size");
-    ws.create("s", &["--postchecks", "false", "--max-attempts", "1"]);
-    ws.to("s", "working");
-    ws.handoff("s");
-    ws.expect(&["task", "complete", "s"], 1);
-    assert_eq!(ws.status("s"), "stuck");
+    ws.stuck_by_its_postchecks("s");
     let before = snapshot(&ws);
     let work = "x".repeat(40_000);
     for flag in ["--work", "--postchecks"] {

@@ -279,6 +279,16 @@ impl Workspace {
         self.add_section(id, "Handoff", "Implemented the change; tests added.");
     }
 
+    /// A task `id` made stuck the way a failing guard makes one: postchecks `false`, one
+    /// attempt, a hand-off that runs them.
+    pub fn stuck_by_its_postchecks(&self, id: &str) {
+        self.create(id, &["--postchecks", "false", "--max-attempts", "1"]);
+        self.to(id, "working");
+        self.handoff(id);
+        self.expect(&["task", "complete", id], 1);
+        assert_eq!(self.status(id), "stuck");
+    }
+
     /// Writes a `## Review` whose verdict line says `verdict`.
     pub fn review(&self, id: &str, verdict: &str) {
         self.add_section(

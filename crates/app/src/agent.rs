@@ -126,8 +126,8 @@ pub fn launch(eng: &Engine, s: &SessionInput<'_>) -> Result<Launch, Failure> {
     };
     // `{prompt}` as an argument, unless it cannot be one: too long, or holding a NUL
     // character (an agent can write one into TASK.md), which would end the argument
-    // there, so the session could not start at all.
-    // Why not (in the argument it names the file in, and in the session's log).
+    // there, so the session could not start at all. Why not is said twice: in the
+    // argument, which then names the prompt file, and in the session's log.
     let unfit = if s.prompt.len() > MAX_PROMPT_ARG {
         Some((
             "too long for a command-line argument",

@@ -90,6 +90,35 @@ fn let_go(mut holder: Child) {
     holder.wait().unwrap();
 }
 
+/// Sets `busy_timeout_ms` to 200 ms, so a lock never let go ends a writer quickly.
+fn short_busy_timeout(ws: &Ws) {
+    let cfg = ws.dir.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("busy_timeout_ms = 5000", "busy_timeout_ms = 200");
+    std::fs::write(&cfg, text).unwrap();
+}
+
+/// A writer that gave up on a held lock: exit 4 (safe to retry), one line saying `what`.
+fn gave_up_busy(o: &std::process::Output, what: &str) {
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(o));
+    assert!(stderr(o).contains(what), "{}", stderr(o));
+    assert_eq!(stderr(o).lines().count(), 1, "one line: {}", stderr(o));
+}
+
+/// After a writer gave up: task `t` is still `status`, and once the lock is let go the
+/// same move goes through and the log replays.
+fn unchanged_then_moves(ws: &Ws, status: &str, to: &str) {
+    let o = ws.run(&["--json", "task", "show", "t"]);
+    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        shown.contains(&format!("\"status\": \"{status}\"")),
+        "{shown}"
+    );
+    ws.ok(&["task", "update", "t", "--status", to]);
+    ws.ok(&["check"]);
+}
+
 fn workspace() -> Ws {
     let ws = Ws {
         dir: new_dir(),
@@ -103,11 +132,7 @@ fn workspace() -> Ws {
 #[test]
 fn a_lock_held_past_busy_timeout_gives_exit_4_and_changes_nothing() {
     let ws = workspace();
-    let cfg = ws.dir.join(".warden/warden.toml");
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("busy_timeout_ms = 5000", "busy_timeout_ms = 200");
-    std::fs::write(&cfg, text).unwrap();
+    short_busy_timeout(&ws);
     // Another process holds SQLite's write lock until the test lets it go.
     let holder = holding(
         &ws.dir.join(".warden/warden.db"),
@@ -115,14 +140,9 @@ fn a_lock_held_past_busy_timeout_gives_exit_4_and_changes_nothing() {
         "c.execute('ROLLBACK')",
     );
     let o = ws.run(&["task", "update", "t", "--status", "working"]);
-    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
-    assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+    gave_up_busy(&o, "busy");
     let_go(holder);
-    let o = ws.run(&["--json", "task", "show", "t"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("\"status\": \"pending\""));
-    ws.ok(&["task", "update", "t", "--status", "working"]);
-    ws.ok(&["check"]);
+    unchanged_then_moves(&ws, "pending", "working");
 }
 
 /// The task's own lock (`.warden/tasks/<id>/.lock`) held by another process: a writer
@@ -168,25 +188,12 @@ fn a_task_lock_is_waited_for_and_held_past_busy_timeout_gives_exit_4() {
     let o = writer.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     // With a short busy timeout, a lock never let go is a conflict: exit 4, one line.
-    let cfg = ws.dir.join(".warden/warden.toml");
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("busy_timeout_ms = 5000", "busy_timeout_ms = 200");
-    std::fs::write(&cfg, text).unwrap();
+    short_busy_timeout(&ws);
     let holder = hold();
     let o = ws.run(&["task", "update", "t", "--status", "clarification"]);
-    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("task t is being changed by another process"),
-        "{}",
-        stderr(&o)
-    );
-    assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+    gave_up_busy(&o, "task t is being changed by another process");
     let_go(holder);
-    let o = ws.run(&["--json", "task", "show", "t"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("\"status\": \"working\""));
-    ws.ok(&["task", "update", "t", "--status", "clarification"]);
-    ws.ok(&["check"]);
+    unchanged_then_moves(&ws, "working", "clarification");
 }
 
 /// A store file deleted from under a workspace with tasks is refused with exit 5 and

@@ -1491,6 +1491,23 @@ mod tests {
         ops::create(spec, Initial::NEW, &ctx()).unwrap()
     }
 
+    /// The row read before a write names the head columns in [`HEAD_COLS`]'s order,
+    /// which `tally_key` and the column-only update rely on.
+    #[test]
+    fn the_stored_row_reads_the_head_columns_in_order() {
+        let query = STORED_ROW.split_whitespace().collect::<Vec<_>>().join(" ");
+        let cols = format!("SELECT version, {} FROM tasks", HEAD_COLS.join(", "));
+        assert!(query.starts_with(&cols), "{query}");
+    }
+
+    /// A batch of one change.
+    fn one(change: ops::Change) -> Batch {
+        Batch {
+            changes: vec![change],
+            ..Default::default()
+        }
+    }
+
     /// Writes a change as Warden did before the head columns (for upgrade tests).
     fn old_commit(conn: &Connection, ch: &ops::Change) {
         let t = ch.after.as_ref().unwrap();
@@ -1624,21 +1641,13 @@ mod tests {
     fn a_write_that_changes_no_head_column_rewrites_no_task_index() {
         let (dir, s) = temp_db();
         let path = dir.join("warden.db");
-        s.commit(Batch {
-            changes: vec![created("a")],
-            ..Default::default()
-        })
-        .unwrap();
+        s.commit(one(created("a"))).unwrap();
         let frames = || (std::fs::metadata(wal_path(&path)).unwrap().len() - 32) / (24 + 4096);
         let t = s.get(&TaskId::new("a").unwrap()).unwrap().unwrap();
         let before = frames();
         let ch = ops::record(&t, vec![EventKind::WorktreeReset], &ctx()).unwrap();
         assert_eq!(ch.after.as_ref().unwrap().head(), t.head());
-        s.commit(Batch {
-            changes: vec![ch],
-            ..Default::default()
-        })
-        .unwrap();
+        s.commit(one(ch)).unwrap();
         assert_eq!(
             frames() - before,
             4,
@@ -1659,11 +1668,7 @@ mod tests {
                 .pragma_query_value(None, "synchronous", |r| r.get(0))
                 .unwrap()
         };
-        s.commit_unsynced(Batch {
-            changes: vec![created("a")],
-            ..Default::default()
-        })
-        .unwrap();
+        s.commit_unsynced(one(created("a"))).unwrap();
         assert!(s.unsynced.get(), "the flush is pending");
         assert_eq!(synchronous(&s), 2, "later commits are FULL again");
         // Other connections see it before the flush: the next writer need not wait.
@@ -1672,10 +1677,7 @@ mod tests {
         s.sync().unwrap();
         assert!(!s.unsynced.get());
         // A refused commit leaves nothing pending and FULL restored.
-        let err = s.commit_unsynced(Batch {
-            changes: vec![created("a")],
-            ..Default::default()
-        });
+        let err = s.commit_unsynced(one(created("a")));
         assert!(matches!(err, Err(StoreError::Conflict { .. })), "{err:?}");
         assert!(!s.unsynced.get());
         assert_eq!(synchronous(&s), 2);
@@ -1833,12 +1835,7 @@ mod tests {
         assert_eq!(v, MIGRATIONS.len() as i64);
         let before = s.events(None).unwrap();
         assert_eq!(before.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
-        let evs = s
-            .commit(Batch {
-                changes: vec![created("c")],
-                ..Default::default()
-            })
-            .unwrap();
+        let evs = s.commit(one(created("c"))).unwrap();
         assert_eq!(evs[0].seq, 3);
         let seqs: i64 = s
             .conn
@@ -1863,37 +1860,18 @@ mod tests {
     fn round_trip_and_fencing() {
         let (dir, s) = temp_db();
         let ch = created("a");
-        let evs = s
-            .commit(Batch {
-                changes: vec![ch.clone()],
-                ..Default::default()
-            })
-            .unwrap();
+        let evs = s.commit(one(ch.clone())).unwrap();
         assert_eq!(evs.len(), 1);
         assert!(evs[0].seq > 0);
         let t = s.get(&TaskId::new("a").unwrap()).unwrap().unwrap();
         assert_eq!(Some(&t), ch.after.as_ref());
         // Creating again conflicts.
-        let e = s
-            .commit(Batch {
-                changes: vec![created("a")],
-                ..Default::default()
-            })
-            .unwrap_err();
+        let e = s.commit(one(created("a"))).unwrap_err();
         assert_eq!(e.code(), warden_core::failure::ExitCode::Conflict);
         // A change computed from a stale version conflicts and writes nothing.
         let w = ops::transition(&t, Status::Working, &TransitionInput::default(), &ctx()).unwrap();
-        s.commit(Batch {
-            changes: vec![w.clone()],
-            ..Default::default()
-        })
-        .unwrap();
-        let e = s
-            .commit(Batch {
-                changes: vec![w],
-                ..Default::default()
-            })
-            .unwrap_err();
+        s.commit(one(w.clone())).unwrap();
+        let e = s.commit(one(w)).unwrap_err();
         assert!(
             matches!(
                 e,

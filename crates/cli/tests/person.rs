@@ -463,9 +463,15 @@ fn parent_pid(pid: u32) -> u32 {
 fn an_idle_supervisor_stays_announced_however_often_status_looks() {
     let p = Project::new("process");
     let runners = p.root.join(".warden/runners");
+    // Announcements only: a supervisor writes its `<pid>.json` through a temporary
+    // `.<pid>.json.….tmp` beside it, which must not count as a second supervisor.
     let count = || {
         std::fs::read_dir(&runners)
-            .map(|d| d.flatten().count())
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                    .count()
+            })
             .unwrap_or(0)
     };
     let wait_for = |n: usize, what: &str| {

@@ -102,7 +102,9 @@ pub fn answer(ctx: &HookContext, event: HookEvent, input: &Value) -> Result<Opti
     let harness_session = input
         .get("session_id")
         .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
+        // The harness's own id, stored as a conversation or a session: one that could
+        // not be a request id (control characters, hundreds of characters) is ignored.
+        .filter(|s| crate::task::fit_key(s));
     match event {
         HookEvent::SessionStart => {
             if let (Some(sid), Some(conv)) = (&ctx.session, harness_session) {
@@ -112,10 +114,12 @@ pub fn answer(ctx: &HookContext, event: HookEvent, input: &Value) -> Result<Opti
         }
         HookEvent::Stop => stop(&app, ctx, harness_session),
         HookEvent::SessionEnd => {
-            let reason = input
-                .get("reason")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown");
+            let reason = crate::person::bounded_reason(
+                input
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown"),
+            );
             match &ctx.session {
                 // Warden's own session: its host (or tmux's pane-died hook) reports the
                 // end with the real exit code as soon as the program exits.

@@ -15,15 +15,38 @@ use crate::{App, Result};
 pub const MAX_REASON_CHARS: usize = 4000;
 
 /// A reason (a rejection's, or a transition's `--reason`) of at most
-/// [`MAX_REASON_CHARS`] characters (exit 2 otherwise).
-pub(crate) fn check_reason_length(reason: &str) -> Result<()> {
+/// [`MAX_REASON_CHARS`] characters and without a NUL, which PostgreSQL's text type
+/// cannot store (exit 2 otherwise: a reason reaches here from MCP and the web console as
+/// JSON, where `\u0000` is one escape away).
+pub(crate) fn check_reason(reason: &str) -> Result<()> {
     let chars = reason.chars().count();
     if chars > MAX_REASON_CHARS {
         return Err(Failure::usage(format!(
             "the reason is {chars} characters; keep it under {MAX_REASON_CHARS}"
         )));
     }
+    if reason.contains('\0') {
+        return Err(Failure::usage(
+            "the reason contains a NUL character (\\u0000); remove it",
+        ));
+    }
     Ok(())
+}
+
+/// A reason a reporter gave that must be kept rather than refused (a session's end is
+/// recorded whatever its reporter says about it): a NUL becomes U+FFFD and anything past
+/// [`MAX_REASON_CHARS`] characters is cut, marked with `…`.
+pub(crate) fn bounded_reason(reason: &str) -> String {
+    let mut out: String = reason
+        .chars()
+        .take(MAX_REASON_CHARS)
+        .map(|c| if c == '\0' { '\u{FFFD}' } else { c })
+        .collect();
+    if reason.chars().nth(MAX_REASON_CHARS).is_some() {
+        out.pop();
+        out.push('…');
+    }
+    out
 }
 
 impl App {
@@ -45,7 +68,7 @@ impl App {
                 "a rejection needs a reason: say what the worker must change",
             ));
         }
-        check_reason_length(reason)?;
+        check_reason(reason)?;
         self.decide_review(
             id,
             Status::Working,
@@ -178,6 +201,17 @@ mod tests {
     }
 
     #[test]
+    fn a_reporters_reason_is_kept_cut_and_storable() {
+        assert_eq!(bounded_reason("logout"), "logout");
+        assert_eq!(bounded_reason("a\0b"), "a\u{FFFD}b");
+        let fits = "é".repeat(MAX_REASON_CHARS);
+        assert_eq!(bounded_reason(&fits), fits);
+        let cut = bounded_reason(&format!("{fits}x"));
+        assert_eq!(cut.chars().count(), MAX_REASON_CHARS);
+        assert!(cut.ends_with("é…"), "{cut}");
+    }
+
+    #[test]
     fn a_rejection_needs_a_bounded_reason() {
         let (_dir, app, id) = app_with(Status::Reviewing);
         for reason in ["", "  \n\t"] {
@@ -185,6 +219,7 @@ mod tests {
         }
         let long = "x".repeat(MAX_REASON_CHARS + 1);
         assert_eq!(app.reject(&id, &long).unwrap_err().code, ExitCode::Usage);
+        assert_eq!(app.reject(&id, "a\0b").unwrap_err().code, ExitCode::Usage);
         assert_eq!(app.task(&id).unwrap().status, Status::Reviewing);
         let missing = TaskId::new("nope").unwrap();
         assert_eq!(app.approve(&missing).unwrap_err().code, ExitCode::NotFound);

@@ -71,27 +71,41 @@ impl Transition {
     }
 }
 
-/// The longest request id, in characters.
+/// The longest request id or session id, in characters.
 pub const MAX_REQUEST_ID_CHARS: usize = 200;
 
 /// A request id is stored as a key (as text, which PostgreSQL refuses a NUL in) and shown
 /// back in messages: printable, and at most [`MAX_REQUEST_ID_CHARS`] (exit 2 otherwise).
 fn check_request_id(key: &str) -> Result<()> {
+    check_key(
+        "request id",
+        key,
+        "give a key that names this request, or leave it out",
+    )
+}
+
+/// Whether `key` could be a request or session id: not empty, printable, and at most
+/// [`MAX_REQUEST_ID_CHARS`] characters.
+pub(crate) fn fit_key(key: &str) -> bool {
+    check_key("id", key, "").is_ok()
+}
+
+/// The one-line usage error (exit 2) for an id that is empty, too long, or holds a
+/// control character; `what` names it, `when_empty` says what to do about an empty one.
+fn check_key(what: &str, key: &str, when_empty: &str) -> Result<()> {
     let chars = key.chars().count();
     if chars == 0 {
-        return Err(Failure::usage(
-            "the request id is empty; give a key that names this request, or leave it out",
-        ));
+        return Err(Failure::usage(format!("the {what} is empty; {when_empty}")));
     }
     if chars > MAX_REQUEST_ID_CHARS {
         return Err(Failure::usage(format!(
-            "the request id is {chars} characters; keep it to {MAX_REQUEST_ID_CHARS}"
+            "the {what} is {chars} characters; keep it to {MAX_REQUEST_ID_CHARS}"
         )));
     }
     if key.chars().any(char::is_control) {
-        return Err(Failure::usage(
-            "the request id holds a control character; use printable characters only",
-        ));
+        return Err(Failure::usage(format!(
+            "the {what} holds a control character; use printable characters only"
+        )));
     }
     Ok(())
 }
@@ -345,7 +359,7 @@ impl App {
             check_request_id(k)?;
         }
         if let Some(r) = &req.reason {
-            crate::person::check_reason_length(r)?;
+            crate::person::check_reason(r)?;
         }
         let shown = self.task_file_shown(&req.id);
         let fingerprint = format!("task update {} --status {}", req.id, req.to);
@@ -430,7 +444,22 @@ impl App {
     /// `task exited`: exit monitoring's single entry point (DESIGN 2.2). Running the
     /// guard when the report advances the task; a guard that cannot start is an error
     /// (exit 5) after the report is recorded.
+    ///
+    /// A session id is held to a request id's rules (exit 2); the reason is kept, cut to
+    /// [`crate::person::MAX_REASON_CHARS`] characters with any NUL replaced, so that no
+    /// report of an end is refused for what its reporter said about it.
     pub fn exited(&self, id: &TaskId, report: &ExitReport) -> Result<Answer> {
+        if let Some(s) = &report.session {
+            check_key(
+                "session id",
+                s,
+                "name the session that ended, or leave --session out",
+            )?;
+        }
+        let report = &ExitReport {
+            reason: report.reason.as_deref().map(crate::person::bounded_reason),
+            ..report.clone()
+        };
         let shown = self.task_file_shown(id);
         let written = self.eng.write_task(id, None, |t, doc| {
             let ctx = self.ctx(&shown);

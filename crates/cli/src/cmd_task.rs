@@ -69,10 +69,12 @@ pub enum TaskCmd {
         /// The session's exit code.
         #[arg(long, allow_negative_numbers = true)]
         exit_code: Option<i32>,
-        /// The session that ended (stale and repeated reports change nothing).
+        /// The session that ended (stale and repeated reports change nothing; printable,
+        /// at most 200 characters).
         #[arg(long)]
         session: Option<String>,
-        /// Why it ended, as the reporter knows it (e.g. a harness's session-end reason).
+        /// Why it ended, as the reporter knows it (e.g. a harness's session-end reason;
+        /// kept whole up to 4000 characters, cut after).
         #[arg(long, value_name = "TEXT")]
         reason: Option<String>,
     },

@@ -250,7 +250,75 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         &[&update[..], &["--reason", long_reason.as_str()]].concat(),
         "the reason is 4001 characters; keep it under 4000",
     );
+    usage(
+        &["task", "exited", "m", "--session", "a\tb"],
+        "the session id holds a control character; use printable characters only",
+    );
+    // A reason with a NUL arrives as JSON, from MCP (or the web console).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let c = crate::mcp::connect(ws, &[], env).await;
+        for (tool, args) in [
+            ("task_cancel", json!({"id": "m", "reason": "a\u{0}b"})),
+            (
+                "task_update_status",
+                json!({"id": "m", "status": "working", "reason": "\u{0}"}),
+            ),
+            ("task_reject", json!({"id": "m", "reason": "no\u{0}"})),
+        ] {
+            let r = crate::mcp::call(&c, tool, args).await;
+            assert_eq!(
+                crate::mcp::refusal(&r),
+                "error: the reason contains a NUL character (\\u0000); remove it",
+                "{tool}"
+            );
+        }
+        c.cancel().await.unwrap();
+    });
     assert_eq!(stored(), before, "nothing stored changed");
+    // A session's end is recorded whatever its reporter says of it: a harness's hook
+    // input with a NUL and 10,000 characters in its reason, and an unfit session id
+    // (which is then not stored), is kept, cut and made storable.
+    let hook_env = [env, &[("WARDEN_TASK_ID", "m")]].concat();
+    let mut c = crate::common::command(&ws.root);
+    for (k, v) in &hook_env {
+        c.env(k, v);
+    }
+    let input = json!({
+        "session_id": format!("s{}", "\u{0}".repeat(3)),
+        "reason": format!("x\u{0}{}", "y".repeat(10_000)),
+    });
+    let mut child = c
+        .args(["hook", "session-end"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 0, "{}", describe(&["hook", "session-end"], &o));
+    let ended: Vec<Value> = text(&run(&["--json", "history"]).stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "session.exited")
+        .collect();
+    assert_eq!(ended.len(), 1, "{ended:#?}");
+    let reason = ended[0]["data"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("harness session end: x\u{FFFD}yyy") && reason.ends_with("y…"),
+        "{reason:.80}"
+    );
+    assert_eq!(reason.chars().count(), 4000);
+    assert!(ended[0]["data"]["session"].is_null(), "{:#}", ended[0]);
     // At the limits: applied.
     let fits = "k".repeat(200);
     let reason = "r".repeat(4000);

@@ -938,6 +938,45 @@ fn main() {
         child_merges(&args[2], args[3].parse().unwrap(), args[4].parse().unwrap());
         return;
     }
+    const GROUPS: [&str; 8] = [
+        "engine",
+        "tree",
+        "parse",
+        "cli",
+        "durable",
+        "state",
+        "scale",
+        "supervisor",
+    ];
+    let usage = || {
+        eprintln!(
+            "usage: bench [--quick] [--only GROUP,…]\n  groups: {}\n  (bench/run runs this and the other benchmarks)",
+            GROUPS.join(", ")
+        );
+    };
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => {}
+            "--only" => match it.next() {
+                Some(list) if list.split(',').all(|g| GROUPS.contains(&g)) => {}
+                _ => {
+                    eprintln!("error: --only takes a comma-separated list of groups");
+                    usage();
+                    std::process::exit(2);
+                }
+            },
+            "-h" | "--help" => {
+                usage();
+                return;
+            }
+            other => {
+                eprintln!("error: unknown argument {other:?}");
+                usage();
+                std::process::exit(2);
+            }
+        }
+    }
     let quick = args.iter().any(|a| a == "--quick");
     // `--only engine,tree,…` runs a subset (for profiling one figure).
     let only: Option<Vec<String>> = args

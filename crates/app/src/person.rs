@@ -15,9 +15,10 @@ use crate::{App, Result};
 pub const MAX_REASON_CHARS: usize = 4000;
 
 /// A reason (a rejection's, or a transition's `--reason`) of at most
-/// [`MAX_REASON_CHARS`] characters and without a NUL, which PostgreSQL's text type
-/// cannot store (exit 2 otherwise: a reason reaches here from MCP and the web console as
-/// JSON, where `\u0000` is one escape away).
+/// [`MAX_REASON_CHARS`] characters and without a NUL (exit 2 otherwise). A reason is
+/// shown to people and a rejection's goes into the worker's prompt, where no NUL means
+/// anything; it reaches here from MCP and the web console as JSON, where `\u0000` is one
+/// escape away. (Both stores could keep it: reasons live in JSON event bodies.)
 pub(crate) fn check_reason(reason: &str) -> Result<()> {
     let chars = reason.chars().count();
     if chars > MAX_REASON_CHARS {

@@ -329,6 +329,32 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
     .concat();
     let o = run(&args);
     assert_eq!(code(&o), 0, "{}", describe(&args, &o));
+    // A check's output is kept as it came, but for a NUL, which becomes U+FFFD: the tail
+    // is shown to people and goes into the next attempt's prompt.
+    let create = [
+        "task",
+        "create",
+        "g",
+        "--work",
+        "true",
+        "--postchecks",
+        "printf 'a\\000b'; exit 1",
+        "--max-attempts",
+        "1",
+    ];
+    assert_eq!(code(&run(&create)), 0);
+    assert_eq!(code(&run(&["task", "cancel", "m"])), 0, "m has no work to run");
+    let o = run(&["run", "--until-idle", "--max-parallel", "1"]);
+    assert_eq!(code(&o), 7, "{}", describe(&["run"], &o));
+    let g: Value = serde_json::from_slice(&run(&["--json", "task", "show", "g"]).stdout).unwrap();
+    assert_eq!(g["status"], "stuck", "{g:#}");
+    let tails: Vec<String> = text(&run(&["--json", "history"]).stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["task"] == "g" && e["type"] == "guard.ran")
+        .map(|e| e["data"]["output_tail"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(tails, ["a\u{FFFD}b\n(exit code 1)"]);
 }
 
 #[test]
@@ -356,6 +382,43 @@ fn a_retry_with_oversized_work_is_refused_and_the_task_stays_stuck() {
     // Within the limit it restarts.
     ws.ok(&["task", "retry", "s", "--postchecks", "true"]);
     assert_eq!(ws.status("s"), "working");
+}
+
+/// A check that leaves a process running (a server started with `&`, say) ends with its
+/// own process, and what it left in its process group is killed: the leftover held the
+/// check's output pipe, and the run waited on it for as long as it lived.
+#[test]
+fn a_check_that_leaves_a_process_behind_does_not_hold_up_the_run() {
+    let ws = Workspace::new("leftover");
+    ws.ok(&[
+        "task",
+        "create",
+        "w",
+        "--work",
+        "true",
+        "--postchecks",
+        r#"sleep 600 & echo $! > "$WARDEN_DIR/left.pid"; true"#,
+    ]);
+    let child = ws
+        .cmd()
+        .args(["run", "--until-idle"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = finish(child, Duration::from_secs(60), "warden run --until-idle");
+    assert_eq!(code(&o), 0, "{}", describe(&["run", "--until-idle"], &o));
+    assert_eq!(ws.status("w"), "done");
+    let pid = std::fs::read_to_string(ws.path("left.pid")).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+    // Gone, or a zombie its new parent has not reaped yet.
+    assert!(
+        stat.as_deref().map_or(true, |s| s
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))),
+        "the check's leftover lives on: {stat:?}"
+    );
 }
 
 #[test]

@@ -1,8 +1,15 @@
 //! Runs a check (a [`WorkSpec`]) to completion and reports a guard outcome: shell specs
 //! through `sh -c`, process specs by argv (never a shell), with a timeout that kills the
 //! whole process group.
+//!
+//! A check ends when its own process ends: what it left running in its process group is
+//! killed then, and its pipes are read for at most [`DRAIN`] more (a process that left
+//! the group could hold them open forever). Only the last [`KEEP_BYTES`] of each stream
+//! are kept, so a check that prints without end costs no more memory than one that
+//! prints a line.
 
 use std::io::Read;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,13 +20,22 @@ use warden_core::ops::GuardOutcome;
 /// How much of a failed check's output is kept (DESIGN 2.4: the last 2,000 characters).
 pub const TAIL_CHARS: usize = 2000;
 
-/// The last `n` characters of `s`, never splitting a character.
+/// The bytes kept of each of a check's streams: room for [`TAIL_CHARS`] characters of
+/// four bytes each, twice over.
+pub const KEEP_BYTES: usize = 16 * 1024;
+
+/// How long a check's pipes are read after its process ended.
+pub const DRAIN: Duration = Duration::from_secs(1);
+
+/// The last `n` characters of `s`, never splitting a character. A NUL becomes U+FFFD:
+/// the tail is shown to people and goes into the next attempt's prompt, where a NUL is
+/// nothing anyone can read (and ends the text for any C-string reader).
 pub fn tail(s: &str, n: usize) -> String {
     let count = s.chars().count();
-    if count <= n {
-        return s.to_owned();
-    }
-    s.chars().skip(count - n).collect()
+    s.chars()
+        .skip(count.saturating_sub(n))
+        .map(|c| if c == '\0' { '\u{FFFD}' } else { c })
+        .collect()
 }
 
 /// The result of running a check.
@@ -27,8 +43,91 @@ pub fn tail(s: &str, n: usize) -> String {
 pub struct CheckRun {
     /// Pass, fail (with the output tail) or error (could not start).
     pub outcome: GuardOutcome,
-    /// Combined stdout and stderr.
+    /// The end of its output: the last [`KEEP_BYTES`] of stdout, then of stderr.
     pub output: String,
+}
+
+/// The last [`KEEP_BYTES`] read from one of a check's pipes, until it closes.
+struct Stream<R> {
+    pipe: Option<R>,
+    kept: Vec<u8>,
+    cut: bool,
+}
+
+impl<R: Read + AsFd> Stream<R> {
+    fn new(pipe: Option<R>) -> Stream<R> {
+        Stream {
+            pipe,
+            kept: Vec::new(),
+            cut: false,
+        }
+    }
+
+    /// Reads what the pipe has (poll said it is readable or closed).
+    fn read(&mut self, buf: &mut [u8]) {
+        let Some(p) = self.pipe.as_mut() else { return };
+        match p.read(buf) {
+            Ok(0) => self.pipe = None,
+            Ok(n) => {
+                self.kept.extend_from_slice(&buf[..n]);
+                if self.kept.len() > 2 * KEEP_BYTES {
+                    self.kept.drain(..self.kept.len() - KEEP_BYTES);
+                    self.cut = true;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => self.pipe = None,
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut bytes = &self.kept[..];
+        if self.cut || bytes.len() > KEEP_BYTES {
+            bytes = &bytes[bytes.len().saturating_sub(KEEP_BYTES)..];
+            // Not from the middle of a character.
+            while bytes.first().is_some_and(|b| b & 0xC0 == 0x80) {
+                bytes = &bytes[1..];
+            }
+        }
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+/// Reads whichever of `a` and `b` is ready, waiting at most `wait`.
+fn pump<A: Read + AsFd, B: Read + AsFd>(a: &mut Stream<A>, b: &mut Stream<B>, wait: Duration) {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let flags = PollFlags::IN | PollFlags::HUP | PollFlags::ERR;
+    let ready = {
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(2);
+        if let Some(p) = &a.pipe {
+            fds.push(PollFd::new(p, flags));
+        }
+        if let Some(p) = &b.pipe {
+            fds.push(PollFd::new(p, flags));
+        }
+        if fds.is_empty() {
+            std::thread::sleep(wait);
+            return;
+        }
+        let timeout = Timespec::try_from(wait).ok();
+        if poll(&mut fds, timeout.as_ref()).is_err() {
+            return;
+        }
+        fds.iter()
+            .map(|f| !f.revents().is_empty())
+            .collect::<Vec<_>>()
+    };
+    let mut buf = [0u8; 64 * 1024];
+    let mut i = 0;
+    if a.pipe.is_some() {
+        if ready[i] {
+            a.read(&mut buf);
+        }
+        i += 1;
+    }
+    if b.pipe.is_some() && ready[i] {
+        b.read(&mut buf);
+    }
 }
 
 /// Runs `spec` in `cwd` with extra environment variables, waiting at most `timeout`.
@@ -86,26 +185,13 @@ pub fn run_check(
         }
     };
     let pid = child.id();
-    // Drain both pipes on threads so a chatty check never blocks on a full pipe.
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let t_out = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        if let Some(o) = out.as_mut() {
-            let _ = o.read_to_end(&mut s);
-        }
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        if let Some(e) = err.as_mut() {
-            let _ = e.read_to_end(&mut s);
-        }
-        s
-    });
+    // Both pipes are read as they fill, so a chatty check never blocks on a full pipe.
+    let mut out = Stream::new(child.stdout.take());
+    let mut err = Stream::new(child.stderr.take());
     let start = Instant::now();
     let mut timed_out = false;
     let status = loop {
+        pump(&mut out, &mut err, Duration::from_millis(5));
         match child.try_wait() {
             Ok(Some(st)) => break Some(st),
             Ok(None) if start.elapsed() >= timeout => {
@@ -113,12 +199,20 @@ pub fn run_check(
                 kill_group(pid);
                 break child.wait().ok();
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {}
             Err(_) => break None,
         }
     };
-    let mut output = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
-    output.push_str(&String::from_utf8_lossy(&t_err.join().unwrap_or_default()));
+    // The check is over: what it left running in its group ends with it, and the pipes
+    // are read to their end, or for DRAIN at most (a process that left the group may
+    // hold them open).
+    kill_group(pid);
+    let drained = Instant::now();
+    while (out.pipe.is_some() || err.pipe.is_some()) && drained.elapsed() < DRAIN {
+        pump(&mut out, &mut err, Duration::from_millis(20));
+    }
+    let mut output = out.text();
+    output.push_str(&err.text());
     let outcome = match status {
         _ if timed_out => GuardOutcome::Fail(tail(
             &format!(
@@ -215,10 +309,114 @@ mod tests {
         }
     }
 
+    /// Runs `spec` on a thread; a check that does not return within a minute fails the
+    /// test instead of hanging it.
+    fn run_bounded(spec: WorkSpec, timeout: Duration) -> CheckRun {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(run_check(&spec, Path::new("."), &[], timeout));
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the check never returned")
+    }
+
+    /// Whether `pid` is gone (or a zombie no one has reaped yet).
+    fn gone(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+    }
+
+    #[test]
+    fn a_check_ends_with_its_own_process_and_takes_what_it_left_behind() {
+        let pids = std::env::temp_dir().join(format!("warden-check-pids-{}", std::process::id()));
+        // One leftover in the check's process group, one that left it (and would hold
+        // the pipes open for ten minutes).
+        let line = format!(
+            "sleep 600 & echo $! > {p}; setsid sh -c 'echo $$ >> {p}; exec sleep 600' & \
+             while [ \"$(wc -l < {p})\" -lt 2 ]; do sleep 0.01; done; echo started",
+            p = pids.display()
+        );
+        let r = run_bounded(WorkSpec::Shell(line), Duration::from_secs(3600));
+        assert_eq!(r.outcome, GuardOutcome::Pass);
+        assert_eq!(r.output, "started\n");
+        let text = std::fs::read_to_string(&pids).unwrap();
+        let _ = std::fs::remove_file(&pids);
+        let mut pids = text.lines();
+        let (in_group, outside) = (pids.next().unwrap(), pids.next().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !gone(in_group) {
+            assert!(
+                Instant::now() < deadline,
+                "the leftover {in_group} lives on"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!gone(outside), "only the check's own group is killed");
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(outside.trim().parse().unwrap()).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+
+    #[test]
+    fn endless_output_keeps_only_its_end_storable_and_whole_characters() {
+        // 50 MB of output, then a NUL and a failure.
+        let r = run_bounded(
+            WorkSpec::Shell(
+                "head -c 50000000 /dev/zero | tr '\\000' x; printf 'a\\000b'; exit 1".into(),
+            ),
+            Duration::from_secs(3600),
+        );
+        assert!(
+            r.output.len() <= KEEP_BYTES,
+            "{} bytes kept",
+            r.output.len()
+        );
+        match r.outcome {
+            GuardOutcome::Fail(t) => {
+                assert!(
+                    t.ends_with("xxa\u{FFFD}b\n(exit code 1)"),
+                    "{}",
+                    tail(&t, 40)
+                );
+                assert_eq!(t.chars().count(), TAIL_CHARS);
+            }
+            o => panic!("{o:?}"),
+        }
+        // Cut inside a stream of two-byte characters: the kept text starts on a whole one.
+        let r = run_bounded(
+            WorkSpec::Shell("yes é | head -c 100001".into()),
+            Duration::from_secs(3600),
+        );
+        let start: String = r.output.chars().take(4).collect();
+        assert!(!r.output.contains('\u{FFFD}'), "{start:?}");
+        assert!(r.output.starts_with(['é', '\n']), "{start:?}");
+    }
+
+    #[test]
+    fn a_stream_holds_at_most_twice_what_it_keeps() {
+        let path = std::env::temp_dir().join(format!("warden-check-mb-{}", std::process::id()));
+        std::fs::write(&path, vec![b'x'; 1 << 20]).unwrap();
+        let mut s = Stream::new(Some(std::fs::File::open(&path).unwrap()));
+        let mut buf = [0u8; 4096];
+        let mut most = 0;
+        while s.pipe.is_some() {
+            s.read(&mut buf);
+            most = most.max(s.kept.len());
+        }
+        let _ = std::fs::remove_file(&path);
+        assert!(most <= 2 * KEEP_BYTES, "{most} bytes held");
+        assert_eq!(s.text().len(), KEEP_BYTES);
+    }
+
     #[test]
     fn tail_respects_chars() {
         assert_eq!(tail("héllo", 3), "llo");
         assert_eq!(tail("ab", 5), "ab");
         assert_eq!(tail("ééé", 2), "éé");
+        assert_eq!(tail("a\0b", 5), "a\u{FFFD}b");
     }
 }

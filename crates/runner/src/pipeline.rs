@@ -176,28 +176,6 @@ pub fn prechecks(eng: &Engine, t: &Task) -> PhaseResult {
     }
 }
 
-/// The `work` phase of a shell or process task, its output appended to output.log.
-pub fn shell_work(eng: &Engine, t: &Task) -> PhaseResult {
-    let Some(spec) = &t.spec.spec.work else {
-        return PhaseResult::new(Phase::Work, PhaseStatus::Skipped, None);
-    };
-    let run = run_spec(eng, t, spec);
-    let log = eng.ws.output_log(t.id());
-    if let Some(dir) = log.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-    {
-        use std::io::Write;
-        let _ = writeln!(f, "--- work of {} ---", t.id());
-        let _ = f.write_all(run.output.as_bytes());
-    }
-    outcome_result(Phase::Work, run)
-}
-
 fn outcome_result(phase: Phase, run: check::CheckRun) -> PhaseResult {
     match run.outcome {
         GuardOutcome::Pass => PhaseResult::new(phase, PhaseStatus::Success, None),

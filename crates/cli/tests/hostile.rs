@@ -343,7 +343,11 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         "1",
     ];
     assert_eq!(code(&run(&create)), 0);
-    assert_eq!(code(&run(&["task", "cancel", "m"])), 0, "m has no work to run");
+    assert_eq!(
+        code(&run(&["task", "cancel", "m"])),
+        0,
+        "m has no work to run"
+    );
     let o = run(&["run", "--until-idle", "--max-parallel", "1"]);
     assert_eq!(code(&o), 7, "{}", describe(&["run"], &o));
     let g: Value = serde_json::from_slice(&run(&["--json", "task", "show", "g"]).stdout).unwrap();

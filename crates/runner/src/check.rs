@@ -47,18 +47,21 @@ pub struct CheckRun {
     pub output: String,
 }
 
-/// The last [`KEEP_BYTES`] read from one of a check's pipes, until it closes.
+/// What is read from one of a child's pipes until it closes: all of it, or the last
+/// `keep` bytes.
 struct Stream<R> {
     pipe: Option<R>,
     kept: Vec<u8>,
+    keep: Option<usize>,
     cut: bool,
 }
 
 impl<R: Read + AsFd> Stream<R> {
-    fn new(pipe: Option<R>) -> Stream<R> {
+    fn new(pipe: Option<R>, keep: Option<usize>) -> Stream<R> {
         Stream {
             pipe,
             kept: Vec::new(),
+            keep,
             cut: false,
         }
     }
@@ -70,8 +73,10 @@ impl<R: Read + AsFd> Stream<R> {
             Ok(0) => self.pipe = None,
             Ok(n) => {
                 self.kept.extend_from_slice(&buf[..n]);
-                if self.kept.len() > 2 * KEEP_BYTES {
-                    self.kept.drain(..self.kept.len() - KEEP_BYTES);
+                if let Some(keep) = self.keep
+                    && self.kept.len() > 2 * keep
+                {
+                    self.kept.drain(..self.kept.len() - keep);
                     self.cut = true;
                 }
             }
@@ -80,16 +85,19 @@ impl<R: Read + AsFd> Stream<R> {
         }
     }
 
-    fn text(&self) -> String {
-        let mut bytes = &self.kept[..];
-        if self.cut || bytes.len() > KEEP_BYTES {
-            bytes = &bytes[bytes.len().saturating_sub(KEEP_BYTES)..];
-            // Not from the middle of a character.
-            while bytes.first().is_some_and(|b| b & 0xC0 == 0x80) {
-                bytes = &bytes[1..];
+    /// What was kept: with a `keep`, the last `keep` bytes, from a character's start.
+    fn bytes(self) -> Vec<u8> {
+        let mut kept = self.kept;
+        if let Some(keep) = self.keep
+            && (self.cut || kept.len() > keep)
+        {
+            let mut from = kept.len().saturating_sub(keep);
+            while kept.get(from).is_some_and(|b| b & 0xC0 == 0x80) {
+                from += 1;
             }
+            kept.drain(..from);
         }
-        String::from_utf8_lossy(bytes).into_owned()
+        kept
     }
 }
 
@@ -127,6 +135,68 @@ fn pump<A: Read + AsFd, B: Read + AsFd>(a: &mut Stream<A>, b: &mut Stream<B>, wa
     }
     if b.pipe.is_some() && ready[i] {
         b.read(&mut buf);
+    }
+}
+
+/// How a child ended and what it wrote, as [`collect`] gathered it.
+#[derive(Debug)]
+pub struct Collected {
+    /// Its exit status (`None` when it could not be waited for).
+    pub status: Option<std::process::ExitStatus>,
+    /// Its standard output (all of it, or the end [`collect`] was asked to keep).
+    pub stdout: Vec<u8>,
+    /// Its standard error (likewise).
+    pub stderr: Vec<u8>,
+    /// It ran past its time limit and its process group was killed.
+    pub timed_out: bool,
+}
+
+/// Waits for `child`, reading its piped stdout and stderr as they fill (so it never
+/// blocks on a full pipe), keeping all of each or its last `keep` bytes. Past `limit`
+/// its process group is killed. Once it has exited, the pipes are read to their end or
+/// for [`DRAIN`] at most: a process it left behind may hold them open for ever. With
+/// `group` (the child leads its own process group), what it left in that group is
+/// killed when it exits.
+pub fn collect(
+    child: &mut std::process::Child,
+    keep: Option<usize>,
+    limit: Option<Duration>,
+    group: bool,
+) -> Collected {
+    let pid = child.id();
+    let mut out = Stream::new(child.stdout.take(), keep);
+    let mut err = Stream::new(child.stderr.take(), keep);
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if out.pipe.is_none() && err.pipe.is_none() && limit.is_none() {
+            // Both pipes are closed: nothing left to read while it finishes.
+            break child.wait().ok();
+        }
+        pump(&mut out, &mut err, Duration::from_millis(5));
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if limit.is_some_and(|l| start.elapsed() >= l) => {
+                timed_out = true;
+                kill_group(pid);
+                break child.wait().ok();
+            }
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+    };
+    if group {
+        kill_group(pid);
+    }
+    let drained = Instant::now();
+    while (out.pipe.is_some() || err.pipe.is_some()) && drained.elapsed() < DRAIN {
+        pump(&mut out, &mut err, Duration::from_millis(20));
+    }
+    Collected {
+        status,
+        stdout: out.bytes(),
+        stderr: err.bytes(),
+        timed_out,
     }
 }
 
@@ -184,35 +254,12 @@ pub fn run_check(
             };
         }
     };
-    let pid = child.id();
-    // Both pipes are read as they fill, so a chatty check never blocks on a full pipe.
-    let mut out = Stream::new(child.stdout.take());
-    let mut err = Stream::new(child.stderr.take());
-    let start = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        pump(&mut out, &mut err, Duration::from_millis(5));
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) if start.elapsed() >= timeout => {
-                timed_out = true;
-                kill_group(pid);
-                break child.wait().ok();
-            }
-            Ok(None) => {}
-            Err(_) => break None,
-        }
-    };
-    // The check is over: what it left running in its group ends with it, and the pipes
-    // are read to their end, or for DRAIN at most (a process that left the group may
-    // hold them open).
-    kill_group(pid);
-    let drained = Instant::now();
-    while (out.pipe.is_some() || err.pipe.is_some()) && drained.elapsed() < DRAIN {
-        pump(&mut out, &mut err, Duration::from_millis(20));
-    }
-    let mut output = out.text();
-    output.push_str(&err.text());
+    // The check is over when its process is: what it left running in its group ends
+    // with it.
+    let c = collect(&mut child, Some(KEEP_BYTES), Some(timeout), true);
+    let (status, timed_out) = (c.status, c.timed_out);
+    let mut output = String::from_utf8_lossy(&c.stdout).into_owned();
+    output.push_str(&String::from_utf8_lossy(&c.stderr));
     let outcome = match status {
         _ if timed_out => GuardOutcome::Fail(tail(
             &format!(
@@ -400,7 +447,7 @@ mod tests {
     fn a_stream_holds_at_most_twice_what_it_keeps() {
         let path = std::env::temp_dir().join(format!("warden-check-mb-{}", std::process::id()));
         std::fs::write(&path, vec![b'x'; 1 << 20]).unwrap();
-        let mut s = Stream::new(Some(std::fs::File::open(&path).unwrap()));
+        let mut s = Stream::new(Some(std::fs::File::open(&path).unwrap()), Some(KEEP_BYTES));
         let mut buf = [0u8; 4096];
         let mut most = 0;
         while s.pipe.is_some() {
@@ -409,7 +456,7 @@ mod tests {
         }
         let _ = std::fs::remove_file(&path);
         assert!(most <= 2 * KEEP_BYTES, "{most} bytes held");
-        assert_eq!(s.text().len(), KEEP_BYTES);
+        assert_eq!(s.bytes().len(), KEEP_BYTES);
     }
 
     #[test]

@@ -556,9 +556,14 @@ where
             };
         }
     });
-    let out = cmd
-        .output()
+    // Read as git writes, and not past its exit for long: a hook of the person's repo
+    // may leave a process holding git's output pipe (`.output()` waited for it).
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|source| GitError::GitMissing { source })?;
+    let out = crate::check::collect(&mut child, None, None, false);
     let argv = std::iter::once(OsStr::new("git"))
         .chain(pre.iter().map(OsStr::new))
         .chain(args.iter().map(OsString::as_os_str))
@@ -568,7 +573,7 @@ where
     Ok(Output {
         argv,
         dir: dir.to_path_buf(),
-        code: out.status.code(),
+        code: out.status.and_then(|s| s.code()),
         stdout: out.stdout,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
@@ -1257,6 +1262,44 @@ mod tests {
         }
         check(None, "Warden <warden@localhost>");
         check(Some(("Ada", "ada@example.org")), "Ada <ada@example.org>");
+    }
+
+    /// A hook of the person's repo that leaves a process behind (holding the output pipe
+    /// git gave it) does not hold up Warden's commit: git's output is read until git
+    /// exits and for a moment after, not until the last holder closes it.
+    #[test]
+    fn a_hook_that_leaves_a_process_behind_does_not_hold_up_a_commit() {
+        let f = fixture();
+        let wt = f.task("a");
+        let pid_file = f.root.join("hook.pid");
+        let hook = f.repo.top.join(".git/hooks/post-commit");
+        write(
+            &hook,
+            &format!(
+                "#!/bin/sh\nsleep 100000 &\necho $! > {}\n",
+                pid_file.display()
+            ),
+        );
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        write(&wt.join("new.txt"), "new\n");
+        let env = TEST_ENV.with(|e| e.borrow().clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = wt.clone();
+        std::thread::spawn(move || {
+            TEST_ENV.with(|e| *e.borrow_mut() = env);
+            let _ = tx.send(commit_all(&dir, "the work").map(|c| c.is_some()));
+        });
+        let committed = rx.recv_timeout(std::time::Duration::from_secs(60));
+        // The person's process is theirs to keep: stop it only now.
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+        }
+        assert!(
+            matches!(committed, Ok(Ok(true))),
+            "the commit waited on the hook's leftover: {committed:?}"
+        );
+        assert_eq!(status(&wt), "");
     }
 
     #[test]

@@ -138,6 +138,26 @@ fn pump<A: Read + AsFd, B: Read + AsFd>(a: &mut Stream<A>, b: &mut Stream<B>, wa
     }
 }
 
+/// Whether child `pid` has exited, leaving it unreaped (with `now`, without waiting; a
+/// child that cannot be waited for counts as exited).
+fn await_exit(pid: u32, now: bool) -> bool {
+    use rustix::process::{Pid, WaitId, WaitIdOptions, waitid};
+    let Some(p) = Pid::from_raw(pid as i32) else {
+        return true;
+    };
+    let mut how = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+    if now {
+        how |= WaitIdOptions::NOHANG;
+    }
+    loop {
+        match waitid(WaitId::Pid(p), how) {
+            Ok(found) => return found.is_some(),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return true,
+        }
+    }
+}
+
 /// How a child ended and what it wrote, as [`collect`] gathered it.
 #[derive(Debug)]
 pub struct Collected {
@@ -168,26 +188,27 @@ pub fn collect(
     let mut err = Stream::new(child.stderr.take(), keep);
     let start = Instant::now();
     let mut timed_out = false;
-    let status = loop {
+    loop {
         if out.pipe.is_none() && err.pipe.is_none() && limit.is_none() {
             // Both pipes are closed: nothing left to read while it finishes.
-            break child.wait().ok();
+            await_exit(pid, false);
+            break;
         }
         pump(&mut out, &mut err, Duration::from_millis(5));
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) if limit.is_some_and(|l| start.elapsed() >= l) => {
-                timed_out = true;
-                kill_group(pid);
-                break child.wait().ok();
-            }
-            Ok(None) => {}
-            Err(_) => break None,
+        if await_exit(pid, true) {
+            break;
         }
-    };
-    if group {
+        if limit.is_some_and(|l| start.elapsed() >= l) {
+            timed_out = true;
+            break;
+        }
+    }
+    // Not reaped yet, so the group id is still this child's: killing it cannot reach a
+    // group that took the number over.
+    if group || timed_out {
         kill_group(pid);
     }
+    let status = child.wait().ok();
     let drained = Instant::now();
     while (out.pipe.is_some() || err.pipe.is_some()) && drained.elapsed() < DRAIN {
         pump(&mut out, &mut err, Duration::from_millis(20));

@@ -833,6 +833,9 @@ pub struct Limits {
     pub retry_backoff_s: u64,
     /// The longest wait between attempts, in seconds.
     pub retry_backoff_max_s: u64,
+    /// MiB of output a session may write to its `output.log` before its process group
+    /// is killed (a runaway program would otherwise fill the disk); 0: no limit.
+    pub session_log_mib: u64,
 }
 
 impl Default for Limits {
@@ -846,6 +849,7 @@ impl Default for Limits {
             kill_after_s: 5,
             retry_backoff_s: 2,
             retry_backoff_max_s: 300,
+            session_log_mib: 1024,
         }
     }
 }

@@ -85,6 +85,7 @@ fn measure(
             project_root: dir.to_path_buf(),
             timeout: Duration::from_secs(60),
             kill_after: Duration::from_secs(5),
+            max_log_bytes: None,
             stdin: None,
             clean_env: false,
             pass_env: Vec::new(),

@@ -58,6 +58,7 @@ impl Fixture {
             project_root: self.root.clone(),
             timeout: Duration::from_secs(20),
             kill_after: Duration::from_secs(5),
+            max_log_bytes: None,
             stdin: None,
             clean_env: false,
             pass_env: Vec::new(),
@@ -453,6 +454,41 @@ fn tmux_timeout_reports_124() {
     let name = start_tmux(&tmux.0, &spec).unwrap();
     f.expect_hook_report(&tmux, "t1", "s1", 124);
     assert_eq!(tmux.wait_dead(&name).dead_status, Some(124));
+}
+
+/// A session that writes without end is killed once its output passes its
+/// `max_log_bytes` (looked at every `LOG_CHECK`), in both modes, and its end reported
+/// as a kill (137). Only its own output counts: earlier sessions' lines in the log do not.
+#[test]
+fn a_session_that_floods_its_log_is_killed_in_both_modes() {
+    let f = Fixture::new("log-full");
+    let flood = "while :; do head -c 65536 /dev/zero | tr '\\000' x; sleep 0.01; done";
+    let capped = |task: &str, session: &str, argv: &[&str]| SessionSpec {
+        max_log_bytes: Some(1 << 20),
+        ..f.spec(task, session, argv)
+    };
+    let note = |s: &str| {
+        format!(
+            "--- session {s} wrote more than 1 MiB to this log; its process group was killed (limits.session_log_mib) ---"
+        )
+    };
+    // A log that already holds 2 MiB from earlier sessions.
+    std::fs::create_dir_all(f.log("p0").parent().unwrap()).unwrap();
+    std::fs::write(f.log("p0"), vec![b'.'; 2 << 20]).unwrap();
+    let quiet = start_process(&capped("p0", "s0", &["sh", "-c", "sleep 2.5; echo done"])).unwrap();
+
+    let s = start_process(&capped("p1", "s1", &["sh", "-c", flood])).unwrap();
+    assert_eq!(s.join(), Some(137));
+    f.expect_report("p1", "s1", 137);
+    assert!(f.log_text("p1").contains(&note("s1")));
+
+    let tmux = Server::new("log-full");
+    start_tmux(&tmux.0, &capped("t1", "s2", &["sh", "-c", flood])).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s2", 137);
+    f.wait_log("t1", &note("s2"));
+
+    assert_eq!(quiet.join(), Some(0), "{}", f.log_text("p0").len());
+    f.expect_report("p0", "s0", 0);
 }
 
 #[test]

@@ -422,6 +422,7 @@ handoff_grace_s = 30       # a worker may go on this long after its hand-off, th
 kill_after_s = 5           # a stopped session gets this long between TERM and KILL
 retry_backoff_s = 2        # wait before the 2nd attempt of shell/process work; doubles after
 retry_backoff_max_s = 300
+session_log_mib = 1024     # output a session may write before it is killed; 0: no limit
 
 [memory]
 max_history = 3

@@ -287,6 +287,10 @@ impl Step<'_> {
             project_root: eng.ws.root.clone(),
             timeout: Duration::from_secs(eng.config.limits.phase_timeout_s),
             kill_after: Duration::from_secs(eng.config.limits.kill_after_s),
+            max_log_bytes: match eng.config.limits.session_log_mib {
+                0 => None,
+                mib => Some(mib.saturating_mul(1024 * 1024)),
+            },
             stdin: launch.as_ref().and_then(|l| l.stdin.clone()),
             clean_env: launch.is_some(),
             pass_env: launch

@@ -37,6 +37,65 @@ use crate::check::{kill_group, tail};
 /// coreutils `timeout` does).
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
 
+/// How often a session's log is measured against its `max_log_bytes`.
+pub const LOG_CHECK: Duration = Duration::from_secs(1);
+
+/// What ended a session's [`watch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Watched {
+    /// It exited (its waiter closed the channel).
+    Exited,
+    /// Its time ran out.
+    TimedOut,
+    /// It wrote more than its `max_log_bytes` to its log since the watch began.
+    LogFull,
+}
+
+/// Waits for a session's end (the `exited` channel closing), its `timeout`, or, with a
+/// `max_log_bytes`, its log growing past that (looked at every [`LOG_CHECK`]; the log
+/// is appended to by every session of the task, so only this one's growth counts).
+pub(crate) fn watch(
+    exited: &mpsc::Receiver<()>,
+    timeout: Duration,
+    log: &Path,
+    max_log_bytes: Option<u64>,
+) -> Watched {
+    let len = || std::fs::metadata(log).map_or(0, |m| m.len());
+    let start = std::time::Instant::now();
+    let base = len();
+    loop {
+        let left = timeout.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Watched::TimedOut;
+        }
+        let wait = match max_log_bytes {
+            Some(_) => left.min(LOG_CHECK),
+            None => left,
+        };
+        match exited.recv_timeout(wait) {
+            Err(RecvTimeoutError::Timeout) => {
+                if max_log_bytes.is_some_and(|max| len().saturating_sub(base) > max) {
+                    return Watched::LogFull;
+                }
+            }
+            _ => return Watched::Exited,
+        }
+    }
+}
+
+/// The log line of a session killed for its output.
+pub(crate) fn log_full_note(spec: &SessionSpec) -> String {
+    let max = spec.max_log_bytes.unwrap_or(0);
+    let size = match max % (1024 * 1024) {
+        0 => format!("{} MiB", max / (1024 * 1024)),
+        _ => format!("{max} bytes"),
+    };
+    format!(
+        "--- session {} wrote more than {size} to this log; its process group was killed (limits.session_log_mib) ---",
+        spec.session_id,
+    )
+}
+
 /// Everything needed to start one agent session and report its end. It is also what the
 /// supervisor writes to `session.json` for the `warden session-run` host to read.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -63,6 +122,10 @@ pub struct SessionSpec {
     /// [`TIMEOUT_EXIT_CODE`] is reported.
     #[serde(rename = "timeout_s", with = "seconds")]
     pub timeout: Duration,
+    /// Bytes of output the session may add to `log_path` before its process group is
+    /// killed (`None`: no limit).
+    #[serde(default)]
+    pub max_log_bytes: Option<u64>,
     /// How long a stopped session gets between TERM and KILL.
     #[serde(
         rename = "kill_after_s",

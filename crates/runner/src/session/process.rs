@@ -13,6 +13,8 @@ pub(crate) struct Life {
     /// sees `false` under the lock may still signal the group safely.
     exited: bool,
     timed_out: bool,
+    /// Killed for writing more than `max_log_bytes` to its log.
+    log_full: bool,
     killed: bool,
     stopped: bool,
 }
@@ -166,16 +168,16 @@ pub fn start_process_with(
     // thread polls.
     let (exited_tx, exited_rx) = mpsc::channel::<()>();
     let timer_shared = Arc::clone(&shared);
-    let timeout = spec.timeout;
+    let (timeout, log, max_log) = (spec.timeout, spec.log_path.clone(), spec.max_log_bytes);
     std::thread::Builder::new()
         .name(format!("warden-timer-{}", spec.session_id))
         .spawn(move || {
-            if let Err(RecvTimeoutError::Timeout) = exited_rx.recv_timeout(timeout) {
-                let mut life = timer_shared.lock();
-                if !life.exited {
-                    life.timed_out = true;
-                    kill_group(pid);
-                }
+            let why = watch(&exited_rx, timeout, &log, max_log);
+            let mut life = timer_shared.lock();
+            if !life.exited && why != Watched::Exited {
+                life.timed_out = why == Watched::TimedOut;
+                life.log_full = why == Watched::LogFull;
+                kill_group(pid);
             }
         })
         .map_err(|source| SessionError::Spawn {
@@ -201,11 +203,11 @@ pub fn start_process_with(
                     }
                 }
             }
-            let (timed_out, killed, stopped) = {
+            let (timed_out, log_full, killed, stopped) = {
                 let mut life = waiter_shared.lock();
                 life.exited = true;
                 kill_group(pid);
-                (life.timed_out, life.killed, life.stopped)
+                (life.timed_out, life.log_full, life.killed, life.stopped)
             };
             let status = child.wait();
             drop(exited_tx);
@@ -223,6 +225,8 @@ pub fn start_process_with(
                         timeout.as_secs_f64()
                     ),
                 );
+            } else if log_full {
+                note(&spec.log_path, &log_full_note(&spec));
             } else if killed {
                 note(&spec.log_path, &format!("--- session {sid} was killed ---"));
             } else if stopped {

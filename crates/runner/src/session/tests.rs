@@ -46,6 +46,7 @@ fn ids_are_checked() {
             project_root: ".".into(),
             timeout: Duration::from_secs(1),
             kill_after: Duration::from_secs(5),
+            max_log_bytes: None,
             stdin: None,
             clean_env: false,
             pass_env: Vec::new(),

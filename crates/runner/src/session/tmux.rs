@@ -315,29 +315,53 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         };
     }
 
-    // Durations this long mean "no timeout"; no thread is needed for them.
-    if spec.timeout < Duration::from_secs(100 * 365 * 24 * 3600) {
-        let (socket, name2, timeout) = (socket.clone(), name.clone(), spec.timeout);
+    // Durations this long mean "no timeout"; without a log limit, no thread is needed.
+    let endless = spec.timeout >= Duration::from_secs(100 * 365 * 24 * 3600);
+    if !endless || spec.max_log_bytes.is_some() {
+        let (socket, name2) = (socket.clone(), name.clone());
         let _ = std::thread::Builder::new()
             .name(format!("warden-tmux-timer-{}", spec.session_id))
             .spawn(move || {
-                std::thread::sleep(timeout);
-                let current = tmux_list(&socket).ok().and_then(|ps| {
-                    ps.into_iter().find(|p| {
-                        p.name == name2
-                            && !p.dead
-                            && p.session_id.as_deref() == Some(&spec.session_id)
+                let current = || {
+                    tmux_list(&socket).ok().is_some_and(|ps| {
+                        ps.into_iter().any(|p| {
+                            p.name == name2
+                                && !p.dead
+                                && p.session_id.as_deref() == Some(&spec.session_id)
+                        })
                     })
-                });
-                if current.is_some() && tmux_expire(&socket, &name2).is_ok() {
-                    note(
-                        &spec.log_path,
-                        &format!(
-                            "--- session {} timed out after {}s; its process group was killed ---",
-                            spec.session_id,
-                            timeout.as_secs_f64()
-                        ),
-                    );
+                };
+                // No channel tells this thread of the pane's end: it sleeps to the
+                // timeout, waking every LOG_CHECK to measure the log when it has a limit.
+                let len = || std::fs::metadata(&spec.log_path).map_or(0, |m| m.len());
+                let (start, base) = (std::time::Instant::now(), len());
+                loop {
+                    let left = spec.timeout.saturating_sub(start.elapsed());
+                    if left.is_zero() {
+                        if current() && tmux_expire(&socket, &name2).is_ok() {
+                            note(
+                                &spec.log_path,
+                                &format!(
+                                    "--- session {} timed out after {}s; its process group was killed ---",
+                                    spec.session_id,
+                                    spec.timeout.as_secs_f64()
+                                ),
+                            );
+                        }
+                        return;
+                    }
+                    match spec.max_log_bytes {
+                        Some(max) => {
+                            std::thread::sleep(left.min(LOG_CHECK));
+                            if len().saturating_sub(base) > max {
+                                if current() && tmux_kill(&socket, &name2).is_ok() {
+                                    note(&spec.log_path, &log_full_note(&spec));
+                                }
+                                return;
+                            }
+                        }
+                        None => std::thread::sleep(left),
+                    }
                 }
             });
     }

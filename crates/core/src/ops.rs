@@ -773,13 +773,17 @@ pub fn exited(
             // The work of a direct task failed. Agent work gets its one automatic heal
             // (the agent is started again); otherwise the attempt is charged here, once,
             // and the supervisor runs the work again while attempts remain.
-            let why = format!(
+            let mut why = format!(
                 "the work session ended with {}",
                 report
                     .exit_code
                     .map(|c| format!("exit code {c}"))
                     .unwrap_or_else(|| "an unknown status".into())
             );
+            // Why it ended, when the reporter says (Warden's host: a timeout, a flood).
+            if let Some(r) = report.reason.as_deref().filter(|r| !r.is_empty()) {
+                why = format!("{why} ({r})");
+            }
             if task.work_is_agent() && !task.auto_heal().contains(&Phase::Work) {
                 kinds.push(EventKind::PhaseChanged {
                     phase: Phase::Work,

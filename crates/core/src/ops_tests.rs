@@ -372,6 +372,43 @@ fn direct_workflow_guard_alone() {
     assert!(e.to_string().contains("src/a.rs"), "{e}");
 }
 
+/// A direct task's work session that Warden's host ended says why in the failure a
+/// person reads, not only its exit code.
+#[test]
+fn a_failed_work_session_says_why_it_ended() {
+    let mut spec = TaskSpec::new(TaskId::new("t1").unwrap(), WorkflowKind::Direct, 3);
+    spec.spec.work = Some(WorkSpec::Shell("yes".into()));
+    let t = create(spec, Initial::NEW, &ctx()).unwrap().after.unwrap();
+    let t = transition(&t, Status::Working, &input(art(false, None), None), &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    let t = spawned(&t, "w1", Role::Worker, None, &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    let report = |reason: Option<&str>| ExitReport {
+        session: Some("w1".into()),
+        exit_code: Some(137),
+        reason: reason.map(str::to_owned),
+    };
+    let failure = |r: &ExitReport| {
+        let ch = exited(&t, r, &input(art(false, None), None), &ctx()).unwrap();
+        ch.after.unwrap().last_failure().map(str::to_owned)
+    };
+    let why = "killed: its output passed limits.session_log_mib, 1 MiB";
+    assert_eq!(
+        failure(&report(Some(why))).as_deref(),
+        Some(
+            "work failed: the work session ended with exit code 137 (killed: its output passed limits.session_log_mib, 1 MiB)"
+        )
+    );
+    assert_eq!(
+        failure(&report(None)).as_deref(),
+        Some("work failed: the work session ended with exit code 137")
+    );
+}
+
 #[test]
 fn terminal_statuses_never_change() {
     let t = at(Status::Reviewing, 1);

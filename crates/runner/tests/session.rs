@@ -75,20 +75,47 @@ impl Fixture {
 
     /// Waits up to 5 s for the report of `session`, and checks it says `code`.
     fn expect_report(&self, task: &str, session: &str, code: i32) {
-        self.expect_report_from(None, task, session, code)
+        self.expect_report_from(None, task, session, code, None)
+    }
+
+    /// Same, for a session Warden ended, whose report says why.
+    fn expect_report_why(&self, task: &str, session: &str, code: i32, why: &str) {
+        self.expect_report_from(None, task, session, code, Some(why))
     }
 
     /// Same, for a tmux session: sweeps every 50 ms as the supervisor does, but without
     /// reporting anything itself, so the report must come from the pane-died hook.
     fn expect_hook_report(&self, tmux: &Server, task: &str, session: &str, code: i32) {
-        self.expect_report_from(Some(&tmux.0), task, session, code)
+        self.expect_report_from(Some(&tmux.0), task, session, code, None)
     }
 
-    fn expect_report_from(&self, socket: Option<&Path>, task: &str, session: &str, code: i32) {
-        let want = format!(
+    /// Same, for a tmux session Warden ended, whose report says why.
+    fn expect_hook_report_why(
+        &self,
+        tmux: &Server,
+        task: &str,
+        session: &str,
+        code: i32,
+        why: &str,
+    ) {
+        self.expect_report_from(Some(&tmux.0), task, session, code, Some(why))
+    }
+
+    fn expect_report_from(
+        &self,
+        socket: Option<&Path>,
+        task: &str,
+        session: &str,
+        code: i32,
+        why: Option<&str>,
+    ) {
+        let mut want = format!(
             "{}|task exited {task} --session {session} --exit-code {code}",
             self.root.display()
         );
+        if let Some(why) = why {
+            want.push_str(&format!(" --reason {why}"));
+        }
         let start = Instant::now();
         loop {
             let reports = self.reports();
@@ -251,7 +278,12 @@ fn process_timeout_kills_the_group_and_reports_124() {
     let s = start_process(&spec).unwrap();
     let grandchild = read_pid(&gpid);
     assert_eq!(s.join(), Some(124));
-    f.expect_report("t1", "s1", 124);
+    f.expect_report_why(
+        "t1",
+        "s1",
+        124,
+        "killed: it ran past limits.phase_timeout_s, 0.3s",
+    );
     assert!(
         dies(grandchild),
         "the background sleep survived the timeout"
@@ -452,7 +484,13 @@ fn tmux_timeout_reports_124() {
     let mut spec = f.spec("t1", "s1", &["sleep", "30"]);
     spec.timeout = Duration::from_millis(300);
     let name = start_tmux(&tmux.0, &spec).unwrap();
-    f.expect_hook_report(&tmux, "t1", "s1", 124);
+    f.expect_hook_report_why(
+        &tmux,
+        "t1",
+        "s1",
+        124,
+        "killed: it ran past limits.phase_timeout_s, 0.3s",
+    );
     assert_eq!(tmux.wait_dead(&name).dead_status, Some(124));
 }
 
@@ -479,12 +517,13 @@ fn a_session_that_floods_its_log_is_killed_in_both_modes() {
 
     let s = start_process(&capped("p1", "s1", &["sh", "-c", flood])).unwrap();
     assert_eq!(s.join(), Some(137));
-    f.expect_report("p1", "s1", 137);
+    let why = "killed: its output passed limits.session_log_mib, 1 MiB";
+    f.expect_report_why("p1", "s1", 137, why);
     assert!(f.log_text("p1").contains(&note("s1")));
 
     let tmux = Server::new("log-full");
     start_tmux(&tmux.0, &capped("t1", "s2", &["sh", "-c", flood])).unwrap();
-    f.expect_hook_report(&tmux, "t1", "s2", 137);
+    f.expect_hook_report_why(&tmux, "t1", "s2", 137, why);
     f.wait_log("t1", &note("s2"));
 
     assert_eq!(quiet.join(), Some(0), "{}", f.log_text("p0").len());

@@ -83,16 +83,37 @@ pub(crate) fn watch(
     }
 }
 
-/// The log line of a session killed for its output.
-pub(crate) fn log_full_note(spec: &SessionSpec) -> String {
+/// The limit of a spec's log, as a person reads it.
+fn log_limit(spec: &SessionSpec) -> String {
     let max = spec.max_log_bytes.unwrap_or(0);
-    let size = match max % (1024 * 1024) {
+    match max % (1024 * 1024) {
         0 => format!("{} MiB", max / (1024 * 1024)),
         _ => format!("{max} bytes"),
-    };
+    }
+}
+
+/// The log line of a session killed for its output.
+pub(crate) fn log_full_note(spec: &SessionSpec) -> String {
     format!(
-        "--- session {} wrote more than {size} to this log; its process group was killed (limits.session_log_mib) ---",
+        "--- session {} wrote more than {} to this log; its process group was killed (limits.session_log_mib) ---",
         spec.session_id,
+        log_limit(spec)
+    )
+}
+
+/// The reason a session killed for its output is reported with.
+pub(crate) fn log_full_reason(spec: &SessionSpec) -> String {
+    format!(
+        "killed: its output passed limits.session_log_mib, {}",
+        log_limit(spec)
+    )
+}
+
+/// The reason a session that ran out of time is reported with.
+pub(crate) fn timed_out_reason(timeout: Duration) -> String {
+    format!(
+        "killed: it ran past limits.phase_timeout_s, {}s",
+        timeout.as_secs_f64()
     )
 }
 
@@ -394,6 +415,18 @@ pub fn report_exit(
     session_id: &str,
     code: i32,
 ) -> Result<(), SessionError> {
+    report_exit_why(warden_exe, project_root, task_id, session_id, code, None)
+}
+
+/// [`report_exit`] with the reason Warden ended the session, when it did (`--reason`).
+pub fn report_exit_why(
+    warden_exe: &Path,
+    project_root: &Path,
+    task_id: &str,
+    session_id: &str,
+    code: i32,
+    reason: Option<&str>,
+) -> Result<(), SessionError> {
     let fail = |message: String| SessionError::Report {
         task_id: task_id.to_owned(),
         session_id: session_id.to_owned(),
@@ -410,6 +443,7 @@ pub fn report_exit(
             .args(["task", "exited", task_id, "--session", session_id])
             .arg("--exit-code")
             .arg(code.to_string())
+            .args(reason.map(|r| ["--reason", r]).into_iter().flatten())
             .env("WARDEN_DIR", project_root)
             .env(ACTOR_VAR, "runner")
             .env_remove("WARDEN_ROLE")

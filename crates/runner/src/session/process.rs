@@ -242,12 +242,20 @@ pub fn start_process_with(
                 &spec.log_path,
                 &format!("--- session {sid} exited with code {code} ---"),
             );
-            match report_exit(
+            let why = if timed_out {
+                Some(timed_out_reason(timeout))
+            } else if log_full {
+                Some(log_full_reason(&spec))
+            } else {
+                None
+            };
+            match report_exit_why(
                 &spec.warden_exe,
                 &spec.project_root,
                 &spec.task_id,
                 sid,
                 code,
+                why.as_deref(),
             ) {
                 // Reported: the recorded code has served its purpose.
                 Ok(()) => {

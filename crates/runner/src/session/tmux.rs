@@ -184,10 +184,10 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
     let script = format!(
         "c=#{{?@warden_timed_out,{TIMEOUT_EXIT_CODE},#{{pane_dead_status}}}}; \
          [ -n \"$c\" ] || c=$((128 + #{{?pane_dead_signal,#{{pane_dead_signal}},0}})); \
-         s={sid}; \
+         s={sid}; w=\"#{{@warden_why}}\"; set --; [ -z \"$w\" ] || set -- --reason \"$w\"; \
          printf '%s\\n' \"--- session $s exited with code $c ---\" >> {log}; \
          n=0; while :; do \
-         WARDEN_DIR={root} WARDEN_ACTOR=runner {creds}{exe} task exited {task} --session \"$s\" --exit-code \"$c\" \
+         WARDEN_DIR={root} WARDEN_ACTOR=runner {creds}{exe} task exited {task} --session \"$s\" --exit-code \"$c\" \"$@\" \
          > /dev/null 2>> {log}; r=$?; [ $r -eq 4 ] && [ $n -lt 40 ] || break; n=$((n + 1)); sleep 1; done; \
          [ $r -eq 0 ] || printf '%s\\n' \"--- exit report failed with code $r ---\" >> {log}",
         sid = shell_word(&spec.session_id),
@@ -338,7 +338,7 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
                 loop {
                     let left = spec.timeout.saturating_sub(start.elapsed());
                     if left.is_zero() {
-                        if current() && tmux_expire(&socket, &name2).is_ok() {
+                        if current() && tmux_expire(&socket, &name2, spec.timeout).is_ok() {
                             note(
                                 &spec.log_path,
                                 &format!(
@@ -354,7 +354,9 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
                         Some(max) => {
                             std::thread::sleep(left.min(LOG_CHECK));
                             if len().saturating_sub(base) > max {
-                                if current() && tmux_kill(&socket, &name2).is_ok() {
+                                if current()
+                                    && tmux_end(&socket, &name2, &log_full_reason(&spec)).is_ok()
+                                {
                                     note(&spec.log_path, &log_full_note(&spec));
                                 }
                                 return;
@@ -485,11 +487,22 @@ pub fn tmux_terminate(socket: &Path, name: &str) -> Result<(), SessionError> {
 
 /// Ends a live session for running past its timeout: marks it so its exit is reported as
 /// 124, then kills it like [`tmux_kill`].
-pub fn tmux_expire(socket: &Path, name: &str) -> Result<(), SessionError> {
+pub fn tmux_expire(socket: &Path, name: &str, timeout: Duration) -> Result<(), SessionError> {
     run_tmux(
         socket,
         "set-option",
         &["set-option", "-t", &target(name), "@warden_timed_out", "1"],
+    )?;
+    tmux_end(socket, name, &timed_out_reason(timeout))
+}
+
+/// Kills a live session like [`tmux_kill`], after naming `why` for its exit report (the
+/// pane-died hook passes it as `--reason`; it must not hold `"`, `$`, `` ` `` or `\`).
+pub(crate) fn tmux_end(socket: &Path, name: &str, why: &str) -> Result<(), SessionError> {
+    run_tmux(
+        socket,
+        "set-option",
+        &["set-option", "-t", &target(name), "@warden_why", why],
     )?;
     tmux_kill(socket, name)
 }

@@ -9,8 +9,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use warden_runner::session::{
-    SessionError, SessionSpec, TmuxPane, peek_log, report_exit, start_process, start_tmux,
-    tmux_capture, tmux_kill, tmux_list, tmux_remove, tmux_sweep,
+    SessionError, SessionSpec, TmuxPane, peek_log, report_exit, report_exit_why, start_process,
+    start_tmux, tmux_capture, tmux_expire, tmux_kill, tmux_list, tmux_remove, tmux_sweep,
 };
 
 /// A directory name with a space, quotes, `$`, `#`, `%` and a trailing `;`.
@@ -534,17 +534,23 @@ fn a_session_that_floods_its_log_is_killed_in_both_modes() {
 fn tmux_sweep_reports_a_pane_whose_hook_did_not_fire() {
     let f = Fixture::new("tmux-sweep");
     let tmux = Server::new("tmux-sweep");
-    let name = start_tmux(&tmux.0, &f.spec("t1", "s1", &["sleep", "30"])).unwrap();
-    // Take the hook away, as if tmux had lost it, then end the session.
-    let unhook = Command::new("tmux")
-        .arg("-S")
-        .arg(&tmux.0)
-        .args(["set-hook", "-u", "-t", &format!("={name}:"), "pane-died"])
-        .status()
-        .unwrap();
-    assert!(unhook.success());
-    tmux_kill(&tmux.0, &name).unwrap();
-    tmux.wait_dead(&name);
+    let killed = start_tmux(&tmux.0, &f.spec("t1", "s1", &["sleep", "30"])).unwrap();
+    let expired = start_tmux(&tmux.0, &f.spec("t2", "s2", &["sleep", "30"])).unwrap();
+    // Take the hooks away, as if tmux had lost them, then end the sessions: one killed,
+    // one ended by Warden for its timeout (which names why on the pane).
+    for name in [&killed, &expired] {
+        let unhook = Command::new("tmux")
+            .arg("-S")
+            .arg(&tmux.0)
+            .args(["set-hook", "-u", "-t", &format!("={name}:"), "pane-died"])
+            .status()
+            .unwrap();
+        assert!(unhook.success());
+    }
+    tmux_kill(&tmux.0, &killed).unwrap();
+    tmux_expire(&tmux.0, &expired, Duration::from_secs(20)).unwrap();
+    tmux.wait_dead(&killed);
+    tmux.wait_dead(&expired);
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         f.reports().is_empty(),
@@ -553,17 +559,24 @@ fn tmux_sweep_reports_a_pane_whose_hook_did_not_fire() {
     );
 
     let report = |p: &TmuxPane| {
-        report_exit(
+        report_exit_why(
             &f.exe,
             &f.root,
             p.task_id.as_deref().unwrap(),
             p.session_id.as_deref().unwrap(),
             p.dead_status.unwrap(),
+            p.why.as_deref(),
         )
         .is_ok()
     };
-    assert_eq!(tmux_sweep(&tmux.0, report).unwrap(), 1);
+    assert_eq!(tmux_sweep(&tmux.0, report).unwrap(), 2);
     f.expect_report("t1", "s1", 137);
+    f.expect_report_why(
+        "t2",
+        "s2",
+        124,
+        "killed: it ran past limits.phase_timeout_s, 20s",
+    );
     assert_eq!(tmux_sweep(&tmux.0, report).unwrap(), 0, "reported once");
 }
 

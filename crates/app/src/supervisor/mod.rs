@@ -881,7 +881,7 @@ impl Supervisor {
         let _ = session::tmux_sweep(&socket, |p| {
             match (&p.task_id, &p.session_id, p.dead_status) {
                 (Some(t), Some(s), Some(code)) => {
-                    session::report_exit(&exe, &root, t, s, code).is_ok()
+                    session::report_exit_why(&exe, &root, t, s, code, p.why.as_deref()).is_ok()
                 }
                 _ => false,
             }

@@ -23,6 +23,9 @@ pub struct TmuxPane {
     pub dead_status: Option<i32>,
     /// The pane's process id (also its process group id), while it runs.
     pub pid: Option<u32>,
+    /// Why Warden ended it, when it did (a timeout, its output limit): the exit report's
+    /// `--reason`.
+    pub why: Option<String>,
 }
 
 /// The tmux session name of one agent session: `warden-<session id>`, with `.` written as
@@ -370,7 +373,7 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
     Ok(name)
 }
 
-pub(crate) const LIST_FORMAT: &str = "#{session_name}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{@warden_timed_out}\t#{@warden_task}\t#{@warden_session}\t#{@warden_swept}\t#{pane_pid}";
+pub(crate) const LIST_FORMAT: &str = "#{session_name}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{@warden_timed_out}\t#{@warden_task}\t#{@warden_session}\t#{@warden_swept}\t#{pane_pid}\t#{@warden_why}";
 
 /// A listed pane and whether [`tmux_sweep`] already reported it.
 pub(crate) fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, SessionError> {
@@ -398,6 +401,7 @@ pub(crate) fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, Session
                 session,
                 swept,
                 pid,
+                why,
             ] = f[..]
             else {
                 return None;
@@ -420,6 +424,7 @@ pub(crate) fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, Session
                 dead,
                 dead_status,
                 pid: if dead { None } else { pid.parse().ok() },
+                why: some(why),
             };
             Some((pane, !swept.is_empty()))
         })

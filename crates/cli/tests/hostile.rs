@@ -29,6 +29,19 @@ fn snapshot(ws: &Workspace) -> (Vec<Value>, usize) {
     (ws.tasks(), ws.history().len())
 }
 
+/// `warden run --until-idle` from `c`, which must end within a minute and exit 0.
+fn until_idle(mut c: Command) -> std::process::Output {
+    let child = c
+        .args(["run", "--until-idle"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = finish(child, Duration::from_secs(60), "warden run --until-idle");
+    assert_eq!(code(&o), 0, "{}", describe(&["run", "--until-idle"], &o));
+    o
+}
+
 /// Waits for a child with a deadline; a process that blocks (on a FIFO, say) fails the
 /// test instead of hanging it.
 fn finish(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
@@ -283,28 +296,11 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
     // input with a NUL and 10,000 characters in its reason, and an unfit session id
     // (which is then not stored), is kept, cut and made storable.
     let hook_env = [env, &[("WARDEN_TASK_ID", "m")]].concat();
-    let mut c = crate::common::command(&ws.root);
-    for (k, v) in &hook_env {
-        c.env(k, v);
-    }
     let input = json!({
         "session_id": format!("s{}", "\u{0}".repeat(3)),
         "reason": format!("x\u{0}{}", "y".repeat(10_000)),
     });
-    let mut child = c
-        .args(["hook", "session-end"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = ws.run_stdin_env(&["hook", "session-end"], &input.to_string(), &hook_env);
     assert_eq!(code(&o), 0, "{}", describe(&["hook", "session-end"], &o));
     let ended: Vec<Value> = text(&run(&["--json", "history"]).stdout)
         .lines()
@@ -403,15 +399,7 @@ fn a_check_that_leaves_a_process_behind_does_not_hold_up_the_run() {
         "--postchecks",
         r#"sleep 600 & echo $! > "$WARDEN_DIR/left.pid"; true"#,
     ]);
-    let child = ws
-        .cmd()
-        .args(["run", "--until-idle"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = finish(child, Duration::from_secs(60), "warden run --until-idle");
-    assert_eq!(code(&o), 0, "{}", describe(&["run", "--until-idle"], &o));
+    until_idle(ws.cmd());
     assert_eq!(ws.status("w"), "done");
     let pid = std::fs::read_to_string(ws.path("left.pid")).unwrap();
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
@@ -481,14 +469,7 @@ fn odd_project_paths_work_end_to_end() {
     run(&["init"]);
     run(&["task", "create", "s", "--work", "echo ran > out.txt"]);
     run(&["state", "--write"]);
-    let child = command(&root)
-        .args(["run", "--until-idle"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = finish(child, Duration::from_secs(60), "warden run --until-idle");
-    assert_eq!(code(&o), 0, "{}", describe(&["run", "--until-idle"], &o));
+    until_idle(command(&root));
     assert_eq!(
         std::fs::read_to_string(root.join("out.txt")).unwrap(),
         "ran\n"

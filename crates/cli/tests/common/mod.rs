@@ -128,9 +128,17 @@ impl Workspace {
 
     /// Runs `warden ARGS` with `input` on stdin.
     pub fn run_stdin(&self, args: &[&str], input: &str) -> Output {
+        self.run_stdin_env(args, input, &[])
+    }
+
+    /// Runs `warden ARGS` with `input` on stdin and extra environment variables.
+    pub fn run_stdin_env(&self, args: &[&str], input: &str, env: &[(&str, &str)]) -> Output {
         use std::io::Write;
-        let mut child = self
-            .cmd()
+        let mut c = self.cmd();
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

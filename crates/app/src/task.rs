@@ -427,7 +427,20 @@ impl App {
         shown: &str,
     ) -> std::result::Result<Decision, EngineError> {
         let ctx = self.ctx(shown);
-        let (needs, _) = ops::check_transition(t, to, &doc.artifacts, &ctx)?;
+        let (needs, _) = match ops::check_transition(t, to, &doc.artifacts, &ctx) {
+            Ok(checked) => checked,
+            // A gate found no evidence in a TASK.md it could not read: the file's problem
+            // is what to fix, not the section it seemed to lack.
+            Err(ops::Refusal::NeedsHandoff { .. } | ops::Refusal::NeedsVerdict { .. })
+                if doc.unreadable.is_some() =>
+            {
+                let problem = doc.unreadable.clone().unwrap_or_default();
+                return Err(
+                    Failure::refusal(warden_core::failure::ExitCode::Refused, problem).into(),
+                );
+            }
+            Err(r) => return Err(r.into()),
+        };
         let mut input = TransitionInput {
             artifacts: doc.artifacts.clone(),
             reason,
@@ -463,6 +476,22 @@ impl App {
         let shown = self.task_file_shown(id);
         let written = self.eng.write_task(id, None, |t, doc| {
             let ctx = self.ctx(&shown);
+            // The end is recorded even when TASK.md cannot be read; the session then ended
+            // without evidence, and its report says why none was seen.
+            let with_problem;
+            let report = match &doc.unreadable {
+                Some(problem) => {
+                    with_problem = ExitReport {
+                        reason: Some(crate::person::bounded_reason(&match &report.reason {
+                            Some(r) => format!("{r}; no evidence read: {problem}"),
+                            None => format!("no evidence read: {problem}"),
+                        })),
+                        ..report.clone()
+                    };
+                    &with_problem
+                }
+                None => report,
+            };
             let decision =
                 warden_core::exit::decide(t, &doc.artifacts, report, &self.eng.config.limits);
             let mut input = TransitionInput {

@@ -504,3 +504,63 @@ fn presets_in_plan_files() {
         .collect::<String>();
     assert!(noted.contains("preset"), "noted: {noted}");
 }
+
+/// An agent that makes its TASK.md unreadable (2 MB pasted into it, or a FIFO in its
+/// place) does not wedge its task. The session's end is recorded as a crash without
+/// evidence whose reason names the file's problem, the run goes idle, and a gate refuses
+/// with that problem. The end used to be refused, so the task showed a live session for
+/// ever, `warden status` needed nothing of the person, and `run --until-idle` never
+/// returned.
+#[test]
+fn an_agent_that_breaks_its_task_file_does_not_wedge_its_task() {
+    for (name, script, problem) in [
+        (
+            "huge",
+            "head -c 2000000 /dev/zero | tr '\\000' x >> \"$WARDEN_TASK_FILE\"",
+            "bytes, over the 1 MiB limit; shorten it",
+        ),
+        (
+            "fifo",
+            "rm -f \"$WARDEN_TASK_FILE\"; mkfifo \"$WARDEN_TASK_FILE\"",
+            "is not a regular file; replace it with a regular file",
+        ),
+    ] {
+        let ws = Workspace::new(&format!("broken-task-file-{name}"));
+        agent_config(
+            &ws,
+            &[
+                "preset = \"custom\"",
+                &format!("command = [\"sh\", \"-c\", {}]", json!(script)),
+            ],
+            "",
+        );
+        ws.ok(&["task", "create", "a", "--agent", "do it"]);
+        let run = ws
+            .cmd()
+            .args(["run", "--until-idle"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = crate::hostile::finish(run, std::time::Duration::from_secs(60), name);
+        assert_eq!(code(&o), 7, "{name}: {}", describe(&["run"], &o));
+        let crashed: Vec<Value> = ws
+            .history()
+            .into_iter()
+            .filter(|e| e["type"] == "agent.crashed")
+            .collect();
+        assert_eq!(crashed.len(), 1, "{name}: {crashed:?}");
+        let reason = crashed[0]["reason"].as_str().unwrap_or("");
+        assert!(
+            reason.contains("without ## Handoff (no evidence read: ") && reason.contains(problem),
+            "{name}: {reason}"
+        );
+        let status = ws.json(&["status"]);
+        assert!(
+            status["needs_you"].to_string().contains("\"a\""),
+            "{name}: {status:#}"
+        );
+        let o = ws.expect(&["task", "update", "a", "--status", "agent-review"], 1);
+        assert!(err_line(&o).contains(problem), "{name}: {}", err_line(&o));
+    }
+}

@@ -44,7 +44,7 @@ fn until_idle(mut c: Command) -> std::process::Output {
 
 /// Waits for a child with a deadline; a process that blocks (on a FIFO, say) fails the
 /// test instead of hanging it.
-fn finish(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
+pub(crate) fn finish(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
     let start = Instant::now();
     loop {
         if child.try_wait().unwrap().is_some() {

@@ -141,7 +141,12 @@ pub fn decide(
             crash_count,
             escalate,
             respawn: if escalate { None } else { respawn },
-            reason: reason.to_owned(),
+            // With what the reporter said of the end (a timeout, an output limit, a
+            // TASK.md that could not be read): the reason a person reads for the crash.
+            reason: match report.reason.as_deref().filter(|r| !r.is_empty()) {
+                Some(why) => format!("{reason} ({why})"),
+                None => reason.to_owned(),
+            },
         }
     };
     // A heal session (started to fix a failed phase, not to do the work) ends without
@@ -384,6 +389,39 @@ mod tests {
         }
         check(Done, 0, 1, art(true, None), ExitAction::Nothing);
         check(Pending, 0, 0, art(false, None), ExitAction::Nothing);
+    }
+
+    /// A crash's reason carries what the reporter said of the end: a person reads why a
+    /// session ended without its evidence (its timeout, a TASK.md that could not be read).
+    #[test]
+    fn a_crash_says_what_the_reporter_said() {
+        let t = task(Status::Working, 0, 0);
+        let report = |reason: Option<&str>| ExitReport {
+            session: Some("cur".into()),
+            exit_code: Some(124),
+            reason: reason.map(str::to_owned),
+        };
+        let why = "killed: it ran past limits.phase_timeout_s, 3600s";
+        let d = decide(
+            &t,
+            &art(false, None),
+            &report(Some(why)),
+            &Limits::default(),
+        );
+        assert_eq!(
+            d.action,
+            crash(
+                1,
+                false,
+                None,
+                "process exited without ## Handoff (killed: it ran past limits.phase_timeout_s, 3600s)"
+            )
+        );
+        let d = decide(&t, &art(false, None), &report(Some("")), &Limits::default());
+        assert_eq!(
+            d.action,
+            crash(1, false, None, "process exited without ## Handoff")
+        );
     }
 
     #[test]

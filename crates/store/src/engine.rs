@@ -338,7 +338,7 @@ impl Engine {
                 }
             }
             let task = self.get(id)?;
-            let mut doc = taskfile::read(&self.ws, &task)?;
+            let mut doc = taskfile::read_for_write(&self.ws, &task)?;
             let Decision {
                 change,
                 retryable,

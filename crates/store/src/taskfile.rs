@@ -16,8 +16,11 @@ pub struct Doc {
     pub artifacts: Artifacts,
     /// `tamper.ignored` events for runner-owned frontmatter fields an agent changed.
     pub tamper: Vec<EventKind>,
-    /// The text read (`None` when TASK.md was missing).
+    /// The text read (`None` when TASK.md was missing or could not be read).
     pub text: Option<String>,
+    /// Why TASK.md could not be read (a link, a FIFO, over the size limit, not UTF-8):
+    /// the write goes on without its evidence, and a gate that needed it refuses with this.
+    pub unreadable: Option<String>,
 }
 
 /// Reads and parses a task's TASK.md. A missing file has no artifacts (it is recreated
@@ -40,6 +43,29 @@ pub fn read(ws: &Workspace, task: &Task) -> Result<Doc, FileError> {
         doc.artifacts.handoff = evidence(ws, task);
     }
     Ok(doc)
+}
+
+/// [`read`] for the write path: a TASK.md whose content cannot be read (a link, a
+/// device or FIFO, over the size limit, not UTF-8) gives a document without artifacts
+/// that says why, so that what does not need its evidence (a session's end, a cancel, the
+/// supervisor's bookkeeping) is still recorded. Only an I/O error fails.
+pub fn read_for_write(ws: &Workspace, task: &Task) -> Result<Doc, FileError> {
+    match read(ws, task) {
+        Err(
+            e @ (FileError::Symlink(_)
+            | FileError::NotRegular(_)
+            | FileError::TooLarge(..)
+            | FileError::NotUtf8(..)),
+        ) => Ok(Doc {
+            artifacts: Artifacts {
+                handoff: evidence(ws, task),
+                ..Artifacts::default()
+            },
+            unreadable: Some(e.to_string()),
+            ..Doc::default()
+        }),
+        other => other,
+    }
 }
 
 /// The evidence a task's evidence file gives now, if it names one: the file (relative
@@ -91,6 +117,7 @@ pub fn doc_of(text: &str, task: &Task) -> Doc {
         artifacts,
         tamper,
         text: None,
+        unreadable: None,
     }
 }
 

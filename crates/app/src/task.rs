@@ -5,7 +5,7 @@
 
 use warden_core::event::{Disposition, EventKind, SpecChange};
 use warden_core::exit::{ExitAction, ExitReport};
-use warden_core::failure::Failure;
+use warden_core::failure::{ExitCode, Failure};
 use warden_core::model::{AgentPreset, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind};
 use warden_core::ops::{self, Change, Initial, Outcome, TransitionInput};
 use warden_core::retry::RetryRequest;
@@ -431,15 +431,15 @@ impl App {
             Ok(checked) => checked,
             // A gate found no evidence in a TASK.md it could not read: the file's problem
             // is what to fix, not the section it seemed to lack.
-            Err(ops::Refusal::NeedsHandoff { .. } | ops::Refusal::NeedsVerdict { .. })
-                if doc.unreadable.is_some() =>
-            {
-                let problem = doc.unreadable.clone().unwrap_or_default();
-                return Err(
-                    Failure::refusal(warden_core::failure::ExitCode::Refused, problem).into(),
-                );
+            Err(r) => {
+                return Err(match (&r, &doc.unreadable) {
+                    (
+                        ops::Refusal::NeedsHandoff { .. } | ops::Refusal::NeedsVerdict { .. },
+                        Some(problem),
+                    ) => Failure::refusal(ExitCode::Refused, problem.clone()).into(),
+                    _ => r.into(),
+                });
             }
-            Err(r) => return Err(r.into()),
         };
         let mut input = TransitionInput {
             artifacts: doc.artifacts.clone(),
@@ -478,19 +478,14 @@ impl App {
             let ctx = self.ctx(&shown);
             // The end is recorded even when TASK.md cannot be read; the session then ended
             // without evidence, and its report says why none was seen.
-            let with_problem;
-            let report = match &doc.unreadable {
-                Some(problem) => {
-                    with_problem = ExitReport {
-                        reason: Some(crate::person::bounded_reason(&match &report.reason {
-                            Some(r) => format!("{r}; no evidence read: {problem}"),
-                            None => format!("no evidence read: {problem}"),
-                        })),
-                        ..report.clone()
-                    };
-                    &with_problem
+            let report = &ExitReport {
+                reason: match (&report.reason, &doc.unreadable) {
+                    (r, None) => r.clone(),
+                    (None, Some(p)) => Some(format!("no evidence read: {p}")),
+                    (Some(r), Some(p)) => Some(format!("{r}; no evidence read: {p}")),
                 }
-                None => report,
+                .map(|r| crate::person::bounded_reason(&r)),
+                ..report.clone()
             };
             let decision =
                 warden_core::exit::decide(t, &doc.artifacts, report, &self.eng.config.limits);

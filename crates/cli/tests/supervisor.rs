@@ -91,8 +91,30 @@ pub(crate) fn alive(pid: u32) -> bool {
     })
 }
 
-/// Waits for a process to end; fails after `secs`.
+/// Waits for a process to end; fails after `secs`. Its pidfd says when (a zombie counts
+/// as ended); without pidfds, /proc is looked at every 50 ms.
 pub(crate) fn wait_gone(pid: u32, secs: u64) {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    if let Some(p) = Pid::from_raw(pid as i32) {
+        match pidfd_open(p, PidfdFlags::empty()) {
+            Err(rustix::io::Errno::SRCH) => return,
+            Ok(fd) => {
+                let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                let limit = Timespec {
+                    tv_sec: secs as i64,
+                    tv_nsec: 0,
+                };
+                let ended = poll(&mut fds, Some(&limit)).unwrap_or(0) > 0;
+                assert!(
+                    ended || !alive(pid),
+                    "process {pid} is still alive after {secs} s"
+                );
+                return;
+            }
+            Err(_) => {}
+        }
+    }
     let deadline = Instant::now() + Duration::from_secs(secs);
     while alive(pid) {
         assert!(

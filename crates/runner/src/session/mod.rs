@@ -109,6 +109,15 @@ pub(crate) fn log_full_reason(spec: &SessionSpec) -> String {
     )
 }
 
+/// The log line of a session killed for running past its timeout.
+pub(crate) fn timed_out_note(spec: &SessionSpec) -> String {
+    format!(
+        "--- session {} timed out after {}s; its process group was killed ---",
+        spec.session_id,
+        spec.timeout.as_secs_f64()
+    )
+}
+
 /// The reason a session that ran out of time is reported with.
 pub(crate) fn timed_out_reason(timeout: Duration) -> String {
     format!(

@@ -218,13 +218,7 @@ pub fn start_process_with(
             };
             let sid = &spec.session_id;
             if timed_out {
-                note(
-                    &spec.log_path,
-                    &format!(
-                        "--- session {sid} timed out after {}s; its process group was killed ---",
-                        timeout.as_secs_f64()
-                    ),
-                );
+                note(&spec.log_path, &timed_out_note(&spec));
             } else if log_full {
                 note(&spec.log_path, &log_full_note(&spec));
             } else if killed {

@@ -334,39 +334,21 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
                         })
                     })
                 };
-                // No channel tells this thread of the pane's end: it sleeps to the
-                // timeout, waking every LOG_CHECK to measure the log when it has a limit.
-                let len = || std::fs::metadata(&spec.log_path).map_or(0, |m| m.len());
-                let (start, base) = (std::time::Instant::now(), len());
-                loop {
-                    let left = spec.timeout.saturating_sub(start.elapsed());
-                    if left.is_zero() {
+                // Nothing tells this thread of the pane's end (its hook runs in tmux):
+                // it watches for the timeout and the log, with a channel that never fires.
+                let (_never, quiet) = std::sync::mpsc::channel::<()>();
+                match watch(&quiet, spec.timeout, &spec.log_path, spec.max_log_bytes) {
+                    Watched::TimedOut => {
                         if current() && tmux_expire(&socket, &name2, spec.timeout).is_ok() {
-                            note(
-                                &spec.log_path,
-                                &format!(
-                                    "--- session {} timed out after {}s; its process group was killed ---",
-                                    spec.session_id,
-                                    spec.timeout.as_secs_f64()
-                                ),
-                            );
+                            note(&spec.log_path, &timed_out_note(&spec));
                         }
-                        return;
                     }
-                    match spec.max_log_bytes {
-                        Some(max) => {
-                            std::thread::sleep(left.min(LOG_CHECK));
-                            if len().saturating_sub(base) > max {
-                                if current()
-                                    && tmux_end(&socket, &name2, &log_full_reason(&spec)).is_ok()
-                                {
-                                    note(&spec.log_path, &log_full_note(&spec));
-                                }
-                                return;
-                            }
+                    Watched::LogFull => {
+                        if current() && tmux_end(&socket, &name2, &log_full_reason(&spec)).is_ok() {
+                            note(&spec.log_path, &log_full_note(&spec));
                         }
-                        None => std::thread::sleep(left),
                     }
+                    Watched::Exited => {}
                 }
             });
     }

@@ -152,6 +152,16 @@ struct Row {
 #[test]
 fn every_corpus_tree_syncs_with_its_plans_order_and_titles() {
     let corpus = corpus_dir().canonicalize().unwrap_or_else(|_| corpus_dir());
+    // The corpus is test data beside the repository, not in it: a fresh clone on its
+    // own has none. Skipped there (scripts/test says so in a banner); CI has it, and
+    // must run this.
+    if !corpus.exists() && std::env::var("CI").as_deref() != Ok("true") {
+        eprintln!(
+            "skipped: no GSD corpus at {} (set GSD_CORPUS to run this test)",
+            corpus.display()
+        );
+        return;
+    }
     let mut repos: Vec<PathBuf> = std::fs::read_dir(&corpus)
         .unwrap_or_else(|e| {
             panic!(

@@ -447,7 +447,8 @@ pub fn program_problem(
 }
 
 /// The launch checks of `warden run`: every preset the open tasks use resolves to a
-/// program that can run. Returns the problems, one line each.
+/// program that can run, and the repository's branch has a commit to start worktrees
+/// from. Returns the problems, one line each.
 pub fn launch_problems(eng: &Engine, warden_exe: &Path) -> Result<Vec<String>, Failure> {
     let tasks = eng.tasks().map_err(Failure::from)?;
     let mut problems = Vec::new();
@@ -457,6 +458,9 @@ pub fn launch_problems(eng: &Engine, warden_exe: &Path) -> Result<Vec<String>, F
             let more = if ids.len() > 3 { ", …" } else { "" };
             problems.push(format!("{e} (tasks {}{more})", names.join(", ")));
         }
+    }
+    if let Err(problem) = git_check(&eng.ws.root) {
+        problems.push(problem);
     }
     Ok(problems)
 }
@@ -610,9 +614,51 @@ pub fn doctor(
             );
         }
     }
-    match warden_runner::git::Repo::discover(&eng.ws.root) {
-        Ok(Some(r)) => push("git", "ok", format!("repository {}: each task works in a worktree", r.top.display())),
-        _ => push("git", "warning", "not a git repository: tasks work in the project directory and the git phases are skipped".into()),
+    match git_check(&eng.ws.root) {
+        Ok((status, detail)) => push("git", status, detail),
+        Err(problem) => push("git", "problem", problem),
     }
     Ok(out)
+}
+
+/// What `warden run` makes of the project's repository: a doctor line (`ok` or
+/// `warning`), or the problem that keeps it from starting.
+///
+/// A branch with no commit yet (a repository just made with `git init`) is a problem:
+/// every task's worktree branches from it, so no task could start. A detached HEAD is
+/// not: the run works without git then, in the project directory, as outside a
+/// repository (a CI checkout of a pull request is one).
+fn git_check(root: &Path) -> Result<(&'static str, String), String> {
+    use warden_runner::git::Repo;
+    let outside = || {
+        (
+            "warning",
+            "not a git repository: tasks work in the project directory and the git phases are skipped"
+                .to_owned(),
+        )
+    };
+    let Ok(Some(repo)) = Repo::discover(root) else {
+        return Ok(outside());
+    };
+    let top = repo.top.display();
+    match repo.current_branch() {
+        Ok(Some(branch)) => match repo.branch_has_commit(&branch) {
+            Ok(true) => Ok((
+                "ok",
+                format!("repository {top}, base branch {branch}: each task works in a worktree"),
+            )),
+            Ok(false) => Err(format!(
+                "branch {branch} of the repository {top} has no commit yet, and every task's worktree branches from it; make the first commit (git commit --allow-empty -m \"Initial commit\") and run again"
+            )),
+            Err(e) => Err(format!(
+                "cannot read branch {branch} of the repository {top}: {e}"
+            )),
+        },
+        _ => Ok((
+            "warning",
+            format!(
+                "the repository {top} is on a detached HEAD: tasks work in the project directory and the git phases are skipped; check out a branch to give each task a worktree"
+            ),
+        )),
+    }
 }

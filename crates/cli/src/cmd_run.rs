@@ -175,7 +175,14 @@ fn describe(ev: &RunEvent) -> Option<String> {
         }
         RunEvent::Step { task, what } => format!("{task}: {what}"),
         RunEvent::Stepped { task, what } => format!("{task}: {what}"),
-        RunEvent::StepFailed { task, failure } => format!("{task}: {}", failure.headline()),
+        RunEvent::StepFailed {
+            task,
+            failure,
+            retry_in_s,
+        } => match retry_in_s {
+            Some(n) => format!("{task}: {} (trying again in {n} s)", failure.headline()),
+            None => format!("{task}: {}", failure.headline()),
+        },
         RunEvent::Outcome(o) => outcome_line(o),
         RunEvent::Active { .. } => return None,
         RunEvent::Stopping => {
@@ -197,6 +204,9 @@ fn describe(ev: &RunEvent) -> Option<String> {
             }
             if !i.blocked.is_empty() {
                 s.push_str(&format!("; blocked: {}", ids(&i.blocked)));
+            }
+            for f in &i.failing {
+                s.push_str(&format!("; its steps keep failing: {}", f.error));
             }
             s
         }

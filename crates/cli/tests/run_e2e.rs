@@ -684,6 +684,92 @@ pub fn sim_agent(config: &str) -> String {
     text + "\n"
 }
 
+/// A repository just made with `git init` has no commit for a task's worktree to branch
+/// from. `warden run` refuses before it starts anything, with the fix (it used to start
+/// the task and retry its worktree hundreds of times a second, for ever); `doctor` says
+/// the same. After the first commit the same run works.
+#[test]
+fn a_repository_without_a_commit_is_refused_before_the_run_starts() {
+    let p = Project::empty("unborn");
+    git(&p.root, &["init", "-q", "-b", "main"]);
+    p.ok(&["init"]);
+    p.ok(&["task", "create", "a", "--work", "true"]);
+    let before = p.task("a");
+    let child = p
+        .cmd(&["run", "--until-idle"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = crate::hostile::finish(child, Duration::from_secs(60), "warden run --until-idle");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("error: branch main of the repository")
+            && first.contains("has no commit yet")
+            && first.contains("git commit --allow-empty"),
+        "{err}"
+    );
+    assert_eq!(p.task("a"), before, "nothing stored changed");
+    assert!(!p.root.join(".warden/worktrees").exists());
+    let doctor = p.cmd(&["--json", "doctor"]).output().unwrap();
+    let checks: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let git_check = checks["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["check"] == "git"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(git_check["status"], "problem", "{checks}");
+    git(&p.root, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    assert_eq!(p.until_idle(), 0);
+    assert_eq!(p.task("a")["status"], "done");
+}
+
+/// A step that fails on Warden's side every time (git cannot make the task's worktree:
+/// a file is in its place) is tried again after a wait that doubles, not at once: the run
+/// used to retry it hundreds of times a second, for ever. `--until-idle` gives up after
+/// three failures in a row and names the task and the error (exit 7); the other task
+/// runs to done.
+#[test]
+fn a_step_that_keeps_failing_waits_between_tries_and_ends_the_run_named() {
+    let p = Project::new("process");
+    p.ok(&["task", "create", "a", "--work", "true"]);
+    p.ok(&["task", "create", "b", "--work", "true"]);
+    std::fs::create_dir_all(p.root.join(".warden/worktrees")).unwrap();
+    std::fs::write(p.root.join(".warden/worktrees/a"), "in the way\n").unwrap();
+    let child = p
+        .cmd(&["--json", "run", "--until-idle"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = crate::hostile::finish(child, Duration::from_secs(120), "warden run --until-idle");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(7), "{out}");
+    let events: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let waits: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "step_failed" && e["task"] == "a")
+        .map(|e| &e["retry_in_s"])
+        .collect();
+    assert_eq!(waits, [1, 2, 4], "{out}");
+    let idle = events.last().unwrap();
+    assert_eq!(idle["event"], "idle", "{out}");
+    assert_eq!(idle["code"], 7);
+    assert_eq!(idle["failing"][0]["task"], "a", "{idle}");
+    assert!(
+        idle["failing"][0]["error"].as_str().is_some_and(|e| e
+            .contains("cannot prepare the worktree")
+            && e.contains("already exists")),
+        "{idle}"
+    );
+    assert_eq!(p.task("b")["status"], "done");
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

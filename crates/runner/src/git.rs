@@ -174,6 +174,19 @@ impl Repo {
         branch_at(&self.top)
     }
 
+    /// Whether the branch `branch` has a commit: a new repository's branch has none
+    /// until its first commit, and nothing can branch from it.
+    pub fn branch_has_commit(&self, branch: &str) -> Result<bool, GitError> {
+        check_rev(branch)?;
+        let rev = format!("refs/heads/{branch}^{{commit}}");
+        let out = run(&self.top, &[], ["rev-parse", "--verify", "--quiet", &rev])?;
+        match out.code {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(out.failure()),
+        }
+    }
+
     /// Makes sure `path` is a worktree on `branch`; returns whether it had to be made.
     ///
     /// A new branch starts at `base`. After a crash, an existing worktree on `branch` is
@@ -1115,6 +1128,17 @@ mod tests {
         assert_eq!(f.repo.current_branch().unwrap().as_deref(), Some("main"));
         git_ok(&f.repo.top, ["checkout", "--quiet", "--detach"]);
         assert_eq!(f.repo.current_branch().unwrap(), None);
+    }
+
+    #[test]
+    fn a_new_branch_has_no_commit_until_its_first() {
+        let f = fixture();
+        assert!(f.repo.branch_has_commit("main").unwrap());
+        git_ok(&f.repo.top, ["checkout", "--quiet", "--orphan", "fresh"]);
+        assert_eq!(f.repo.current_branch().unwrap().as_deref(), Some("fresh"));
+        assert!(!f.repo.branch_has_commit("fresh").unwrap());
+        assert!(!f.repo.branch_has_commit("no-such-branch").unwrap());
+        assert!(f.repo.branch_has_commit("--all").is_err());
     }
 
     /// Sessions start at once: `git worktree add` run side by side in one repository

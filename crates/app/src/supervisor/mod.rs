@@ -166,7 +166,8 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Idle {
     /// 0 every leaf is done (or cancelled); 6 some wait for a person (a review to
-    /// approve, a question in clarification); 7 some are stuck, dead or blocked.
+    /// approve, a question in clarification); 7 some are stuck, dead or blocked, or
+    /// their steps kept failing.
     pub code: ExitCode,
     /// Leaves that pass.
     pub done: usize,
@@ -178,6 +179,20 @@ pub struct Idle {
     pub stuck_or_dead: Vec<TaskId>,
     /// Pending leaves that cannot start (a dependency is not done and nothing runs).
     pub blocked: Vec<TaskId>,
+    /// Tasks whose steps failed on Warden's side, in a row, until the run gave up
+    /// waiting for them (their cause needs a person: a repository git cannot use, a
+    /// full disk).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<StepFailure>,
+}
+
+/// A task the run could not step, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StepFailure {
+    /// The task.
+    pub task: TaskId,
+    /// The last failure's message.
+    pub error: String,
 }
 
 /// What the supervisor tells its front end (`--json`: one JSON line each, `"event"`
@@ -216,6 +231,10 @@ pub enum RunEvent {
         task: TaskId,
         /// What failed.
         failure: Failure,
+        /// The task's steps wait this long before the next try (none after a lost
+        /// lease: the task is another runner's).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry_in_s: Option<u64>,
     },
     /// Something happened that a person may act on.
     Outcome(Outcome),
@@ -244,6 +263,40 @@ const TRIM_EVERY: Duration = Duration::from_secs(10);
 
 /// … and at most this often when no step is running (the run may be going idle).
 const TRIM_IDLE: Duration = Duration::from_secs(1);
+
+/// The wait after a task's first failed step; it doubles with each failure in a row, up
+/// to [`STEP_BACKOFF_MAX`]. A step fails on Warden's side (git cannot make the worktree,
+/// the disk is full), and the scheduler, seeing the task unchanged, would ask for the
+/// same step at once: without a wait, the run retried hundreds of times a second.
+const STEP_BACKOFF_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between a failing task's steps: a fixed cause is picked up within it.
+const STEP_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Failed steps in a row after which a task no longer keeps `--until-idle` running: the
+/// run ends and names it, for a person to fix the cause (a long-running `warden run`
+/// goes on trying).
+const STEP_GIVE_UP: u32 = 3;
+
+/// A task whose steps failed, in a row.
+#[derive(Debug, Clone)]
+struct Failing {
+    /// Failed steps in a row.
+    count: u32,
+    /// No step before this.
+    retry_at: Instant,
+    /// The last failure's message.
+    error: String,
+}
+
+impl Failing {
+    /// The wait after the `count`-th failure in a row.
+    fn backoff(count: u32) -> Duration {
+        STEP_BACKOFF_FIRST
+            .saturating_mul(1 << count.saturating_sub(1).min(16))
+            .min(STEP_BACKOFF_MAX)
+    }
+}
 
 /// A step running on its own thread: its handle, what it does, and since when.
 struct Job {
@@ -281,6 +334,8 @@ pub struct Supervisor {
     since: BTreeMap<String, Timestamp>,
     /// The in-flight set last written to continue.md.
     in_flight: Option<Vec<String>>,
+    /// Tasks whose last steps failed: not stepped again before their time.
+    failing: BTreeMap<TaskId, Failing>,
     /// This supervisor's announcement in `.warden/runners/` (`warden status`).
     _presence: crate::status::Announced,
 }
@@ -305,6 +360,8 @@ struct Pass {
     wake: Option<Timestamp>,
     /// The tasks the pass looked at, in full, in tree order.
     looked: Vec<Task>,
+    /// Tasks whose steps failed [`STEP_GIVE_UP`] times in a row, waiting to try again.
+    gave_up: Vec<TaskId>,
 }
 
 /// Pending tasks offered as spares per free slot, for starts another runner takes first.
@@ -378,6 +435,7 @@ impl Supervisor {
             watch: BTreeSet::new(),
             since: BTreeMap::new(),
             in_flight: None,
+            failing: BTreeMap::new(),
             _presence,
         })
     }
@@ -460,7 +518,17 @@ impl Supervisor {
                         // STATE.md names the resume file while there is one.
                         self.app.eng.sync_state_md();
                     }
-                    let idle = idle_summary(&self.board);
+                    let failing: Vec<StepFailure> = pass
+                        .gave_up
+                        .iter()
+                        .filter_map(|id| {
+                            self.failing.get(id).map(|f| StepFailure {
+                                task: id.clone(),
+                                error: f.error.clone(),
+                            })
+                        })
+                        .collect();
+                    let idle = idle_summary(&self.board, failing);
                     on_event(RunEvent::Idle(idle.clone()));
                     return Ok(Some(idle));
                 }
@@ -514,32 +582,49 @@ impl Supervisor {
             let Some(job) = self.jobs.remove(id) else {
                 continue;
             };
-            match job.handle.join() {
-                Ok(Ok(Some(what))) => on_event(RunEvent::Stepped {
-                    task: id.clone(),
-                    what,
-                }),
-                Ok(Ok(None)) => {}
+            let failure = match job.handle.join() {
+                Ok(Ok(what)) => {
+                    self.failing.remove(id);
+                    if let Some(what) = what {
+                        on_event(RunEvent::Stepped {
+                            task: id.clone(),
+                            what,
+                        });
+                    }
+                    continue;
+                }
                 Ok(Err(EngineError::Store(e @ StoreError::LeaseLost { .. }))) => {
                     // Not ours any more: forget it without releasing the new holder's.
                     self.leased.remove(id);
+                    self.failing.remove(id);
                     on_event(RunEvent::StepFailed {
                         task: id.clone(),
                         failure: e.into(),
+                        retry_in_s: None,
                     });
+                    continue;
                 }
-                Ok(Err(e)) => on_event(RunEvent::StepFailed {
-                    task: id.clone(),
-                    failure: e.into(),
-                }),
-                Err(_) => on_event(RunEvent::StepFailed {
-                    task: id.clone(),
-                    failure: Failure::internal(format!(
-                        "{}: the step panicked; this is a Warden bug, please report it",
-                        job.what
-                    )),
-                }),
-            }
+                Ok(Err(e)) => Failure::from(e),
+                Err(_) => Failure::internal(format!(
+                    "{}: the step panicked; this is a Warden bug, please report it",
+                    job.what
+                )),
+            };
+            let count = self.failing.get(id).map_or(0, |f| f.count) + 1;
+            let wait = Failing::backoff(count);
+            self.failing.insert(
+                id.clone(),
+                Failing {
+                    count,
+                    retry_at: Instant::now() + wait,
+                    error: failure.message.clone(),
+                },
+            );
+            on_event(RunEvent::StepFailed {
+                task: id.clone(),
+                failure,
+                retry_in_s: Some(wait.as_secs()),
+            });
         }
         !done.is_empty()
     }
@@ -684,6 +769,7 @@ impl Supervisor {
             busy: others_ready,
             wake: None,
             looked: Vec::new(),
+            gave_up: Vec::new(),
         };
         let mut running = 0usize;
         let mut wanted: Vec<(TaskId, Action)> = Vec::new();
@@ -735,6 +821,21 @@ impl Supervisor {
                     }
                 }
                 action => {
+                    if let Some(f) = self.failing.get(id) {
+                        let left = f.retry_at.saturating_duration_since(Instant::now());
+                        if !left.is_zero() {
+                            // Its last steps failed: it waits out its backoff, and after
+                            // STEP_GIVE_UP failures in a row no longer keeps the run busy.
+                            if f.count < STEP_GIVE_UP {
+                                pass.busy = true;
+                            } else {
+                                pass.gave_up.push(id.clone());
+                            }
+                            let due = now.checked_add(left).unwrap_or(now);
+                            pass.wake = Some(pass.wake.map_or(due, |w| w.min(due)));
+                            continue;
+                        }
+                    }
                     pass.busy = true;
                     wanted.push((id.clone(), action));
                 }
@@ -1046,7 +1147,7 @@ fn outcomes(
 }
 
 /// How a run that went idle ended (see [`Idle`]).
-fn idle_summary(board: &Board) -> Idle {
+fn idle_summary(board: &Board, failing: Vec<StepFailure>) -> Idle {
     let mut idle = Idle {
         code: ExitCode::Ok,
         done: 0,
@@ -1054,11 +1155,14 @@ fn idle_summary(board: &Board) -> Idle {
         needs_person: Vec::new(),
         stuck_or_dead: Vec::new(),
         blocked: Vec::new(),
+        failing,
     };
     for (id, status) in board.leaves() {
+        let failed = idle.failing.iter().any(|f| f.task == *id);
         match status {
             Status::Cancelled => continue,
             Status::Done => idle.done += 1,
+            _ if failed => {}
             Status::Reviewing | Status::Clarification => idle.needs_person.push(id.clone()),
             Status::Pending => idle.blocked.push(id.clone()),
             Status::Stuck | Status::Working | Status::AgentReview => {
@@ -1069,7 +1173,7 @@ fn idle_summary(board: &Board) -> Idle {
     }
     // Blocked tasks wait for whatever blocks them: a person's review is a person's
     // wait; with nothing else left they are blocked for ever.
-    idle.code = if !idle.stuck_or_dead.is_empty() {
+    idle.code = if !idle.stuck_or_dead.is_empty() || !idle.failing.is_empty() {
         ExitCode::StuckOrDead
     } else if !idle.needs_person.is_empty() {
         ExitCode::NeedsPerson
@@ -1085,6 +1189,14 @@ fn idle_summary(board: &Board) -> Idle {
 mod tests {
     use super::*;
     use warden_core::model::Phase;
+
+    #[test]
+    fn a_failing_task_waits_longer_after_each_failure_up_to_a_minute() {
+        let secs: Vec<u64> = [1, 2, 3, 4, 6, 7, 40, u32::MAX]
+            .map(|n| Failing::backoff(n).as_secs())
+            .into();
+        assert_eq!(secs, [1, 2, 4, 8, 32, 60, 60, 60]);
+    }
 
     fn id(s: &str) -> TaskId {
         TaskId::new(s).unwrap()

@@ -16,6 +16,7 @@ use warden_core::artifact;
 use warden_core::model::{Phase, PhaseStatus, Role, Status, Task, TaskId};
 use warden_store::Workspace;
 
+use crate::supervisor::StepFailure;
 use crate::{App, Result};
 
 /// Why a task waits for a person.
@@ -105,6 +106,10 @@ pub struct SupervisorView {
     pub started_at: Option<Timestamp>,
     /// The tasks whose lease it holds.
     pub tasks: Vec<TaskId>,
+    /// Tasks whose steps failed on its side, in a row, as it last announced them (it
+    /// tries each again after a wait of at most a minute).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<StepFailure>,
 }
 
 /// The progress over the leaves.
@@ -349,6 +354,7 @@ fn supervisors(app: &App) -> Result<Vec<SupervisorView>> {
                 alive,
                 started_at: Some(p.started_at),
                 tasks: Vec::new(),
+                failing: p.failing,
             },
         );
     }
@@ -373,6 +379,7 @@ fn supervisors(app: &App) -> Result<Vec<SupervisorView>> {
                 alive,
                 started_at: None,
                 tasks: Vec::new(),
+                failing: Vec::new(),
             })
             .tasks
             .push(l.task.clone());
@@ -394,9 +401,19 @@ pub(crate) fn owner_host_pid(owner: &str) -> Option<(&str, u32)> {
 pub(crate) struct Presence {
     owner: String,
     started_at: Timestamp,
+    /// Its tasks whose steps keep failing (at most [`FAILING_SHOWN`], each error cut to
+    /// `DETAIL_CHARS`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    failing: Vec<StepFailure>,
     #[serde(skip)]
     path: PathBuf,
 }
+
+/// The failing tasks an announcement lists.
+const FAILING_SHOWN: usize = 20;
+
+/// The longest announcement read back.
+const PRESENCE_MAX_BYTES: u64 = 64 * 1024;
 
 /// The announcement a running supervisor owns: its file is removed when this is dropped,
 /// as the supervisor ends (a killed one leaves it behind; its dead pid tells readers, and
@@ -405,6 +422,36 @@ pub(crate) struct Presence {
 #[derive(Debug)]
 pub(crate) struct Announced {
     path: PathBuf,
+    owner: String,
+    started_at: Timestamp,
+    failing: Vec<StepFailure>,
+}
+
+impl Announced {
+    /// Says which tasks' steps keep failing (best effort, rewritten only on a change).
+    pub(crate) fn set_failing(&mut self, failing: impl IntoIterator<Item = StepFailure>) {
+        let failing: Vec<StepFailure> = failing
+            .into_iter()
+            .take(FAILING_SHOWN)
+            .map(|f| StepFailure {
+                error: cut(&f.error),
+                ..f
+            })
+            .collect();
+        if failing == self.failing {
+            return;
+        }
+        self.failing = failing;
+        let p = Presence {
+            owner: self.owner.clone(),
+            started_at: self.started_at,
+            failing: self.failing.clone(),
+            path: self.path.clone(),
+        };
+        if let Ok(text) = serde_json::to_vec(&p) {
+            let _ = warden_store::files::write_atomic(&p.path, &text);
+        }
+    }
 }
 
 impl Drop for Announced {
@@ -435,6 +482,7 @@ impl Presence {
         let p = Presence {
             owner: owner.to_owned(),
             started_at: now,
+            failing: Vec::new(),
             path,
         };
         if std::fs::create_dir_all(&dir).is_ok()
@@ -442,7 +490,12 @@ impl Presence {
         {
             let _ = warden_store::files::write_atomic(&p.path, &text);
         }
-        Announced { path: p.path }
+        Announced {
+            path: p.path,
+            owner: p.owner,
+            started_at: p.started_at,
+            failing: Vec::new(),
+        }
     }
 
     fn read_all(ws: &Workspace) -> Vec<Presence> {
@@ -466,7 +519,7 @@ impl Presence {
 
 fn read_presence(path: &Path) -> Option<Presence> {
     let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > 4096 {
+    if !meta.is_file() || meta.len() > PRESENCE_MAX_BYTES {
         return None;
     }
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()

@@ -67,6 +67,12 @@ pub fn render(v: &StatusView, now: Timestamp) -> String {
                 "Supervisor: pid {} on {} ({state}{since}); {held}\n",
                 sup.pid, sup.host
             ));
+            for f in &sup.failing {
+                s.push_str(&format!(
+                    "  ✗ {}: {} failed step(s) in a row, tried again within a minute: {}\n",
+                    f.task, f.tries, f.error
+                ));
+            }
         }
     }
     s.push('\n');

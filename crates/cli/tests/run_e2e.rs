@@ -770,6 +770,78 @@ fn a_step_that_keeps_failing_waits_between_tries_and_ends_the_run_named() {
     assert_eq!(p.task("b")["status"], "done");
 }
 
+/// While `warden run` goes on trying a task whose steps keep failing, `warden status`
+/// names it and its error under the supervisor (it was "Needs you: nothing" and
+/// "Running: nothing" before). Once the person removes the cause the next try works,
+/// and a failing task the person cancels is no longer listed.
+#[test]
+fn status_shows_a_task_whose_steps_keep_failing_until_it_is_fixed_or_cancelled() {
+    let p = Project::new("process");
+    for id in ["a", "c"] {
+        p.ok(&["task", "create", id, "--work", "true"]);
+    }
+    std::fs::create_dir_all(p.root.join(".warden/worktrees")).unwrap();
+    for id in ["a", "c"] {
+        std::fs::write(p.root.join(".warden/worktrees").join(id), "in the way\n").unwrap();
+    }
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let run = Stop(
+        p.cmd(&["run"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Waits, up to a deadline, until `status --json` shows what `want` looks for.
+    let status_until = |what: &str, want: &dyn Fn(&Value) -> bool| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = p.json(&["status"]);
+            if want(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "status never showed {what}: {v:#}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let failing = |v: &Value| -> Vec<String> {
+        v["supervisors"][0]["failing"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|f| f["task"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    status_until("a and c failing", &|v| failing(v) == ["a", "c"]);
+    let text = String::from_utf8_lossy(&p.run(&["status"]).stdout).into_owned();
+    assert!(
+        text.lines().any(|l| l.starts_with("  ✗ a: ")
+            && l.contains("in a row")
+            && l.contains("cannot prepare the worktree")),
+        "{text}"
+    );
+    // The person removes what was in a's way, and cancels c.
+    std::fs::remove_file(p.root.join(".warden/worktrees/a")).unwrap();
+    p.ok(&["task", "cancel", "c", "--reason", "not needed"]);
+    status_until("a done and nothing failing", &|v| {
+        failing(v).is_empty() && v["progress"]["complete"] == 1
+    });
+    assert_eq!(p.task("a")["status"], "done");
+    assert_eq!(p.task("c")["status"], "cancelled");
+    drop(run);
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

@@ -725,6 +725,7 @@ fn detail_view_and_supervisor_header() {
         alive: Some(true),
         started_at: None,
         tasks: vec![id("api")],
+        failing: Vec::new(),
     }]);
     assert!(draw(&app, 100, 30).contains("● supervisor pid 4242"));
     app.on_key(key(KeyCode::Enter));

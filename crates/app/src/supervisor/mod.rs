@@ -187,10 +187,12 @@ pub struct Idle {
 }
 
 /// A task the run could not step, and why.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StepFailure {
     /// The task.
     pub task: TaskId,
+    /// Its steps that failed in a row.
+    pub tries: u32,
     /// The last failure's message.
     pub error: String,
 }
@@ -290,6 +292,15 @@ struct Failing {
 }
 
 impl Failing {
+    /// As a person sees it.
+    fn shown(&self, task: &TaskId) -> StepFailure {
+        StepFailure {
+            task: task.clone(),
+            tries: self.count,
+            error: self.error.clone(),
+        }
+    }
+
     /// The wait after the `count`-th failure in a row.
     fn backoff(count: u32) -> Duration {
         STEP_BACKOFF_FIRST
@@ -337,7 +348,7 @@ pub struct Supervisor {
     /// Tasks whose last steps failed: not stepped again before their time.
     failing: BTreeMap<TaskId, Failing>,
     /// This supervisor's announcement in `.warden/runners/` (`warden status`).
-    _presence: crate::status::Announced,
+    presence: crate::status::Announced,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -417,7 +428,7 @@ impl Supervisor {
         let repo = Repo::discover(&app.ws().root).ok().flatten();
         let base = repo.as_ref().and_then(pipeline::base_branch);
         let owner = owner_id();
-        let _presence = crate::status::Presence::announce(app.ws(), &owner, app.eng.now());
+        let presence = crate::status::Presence::announce(app.ws(), &owner, app.eng.now());
         Ok(Supervisor {
             app,
             opts,
@@ -436,7 +447,7 @@ impl Supervisor {
             since: BTreeMap::new(),
             in_flight: None,
             failing: BTreeMap::new(),
-            _presence,
+            presence,
         })
     }
 
@@ -521,12 +532,7 @@ impl Supervisor {
                     let failing: Vec<StepFailure> = pass
                         .gave_up
                         .iter()
-                        .filter_map(|id| {
-                            self.failing.get(id).map(|f| StepFailure {
-                                task: id.clone(),
-                                error: f.error.clone(),
-                            })
-                        })
+                        .filter_map(|id| self.failing.get(id).map(|f| f.shown(id)))
                         .collect();
                     let idle = idle_summary(&self.board, failing);
                     on_event(RunEvent::Idle(idle.clone()));
@@ -626,7 +632,16 @@ impl Supervisor {
                 retry_in_s: Some(wait.as_secs()),
             });
         }
+        if !done.is_empty() {
+            self.announce_failing();
+        }
         !done.is_empty()
+    }
+
+    /// Tells `warden status` which tasks' steps keep failing (in this run's announcement).
+    fn announce_failing(&mut self) {
+        let shown: Vec<StepFailure> = self.failing.iter().map(|(id, f)| f.shown(id)).collect();
+        self.presence.set_failing(shown);
     }
 
     /// Says what happened to each task since the last look, as outcomes.
@@ -774,6 +789,7 @@ impl Supervisor {
         let mut running = 0usize;
         let mut wanted: Vec<(TaskId, Action)> = Vec::new();
         let mut release = Vec::new();
+        let mut settled = Vec::new();
         let mut watch = BTreeSet::new();
         for t in &looked {
             let id = t.id();
@@ -807,6 +823,10 @@ impl Supervisor {
                 Action::Idle => {
                     if self.leased.contains_key(id) {
                         release.push(id.clone());
+                    }
+                    if self.failing.contains_key(id) {
+                        // A person moved it on (cancelled it, say): nothing to retry.
+                        settled.push(id.clone());
                     }
                 }
                 Action::Busy => {
@@ -844,6 +864,12 @@ impl Supervisor {
         self.watch = watch;
         for id in release {
             self.release(&id);
+        }
+        if !settled.is_empty() {
+            for id in &settled {
+                self.failing.remove(id);
+            }
+            self.announce_failing();
         }
         // Tasks under way first, then starts: a start takes a slot of --max-parallel
         // like the steps that run work, so a run never has more tasks in flight than

@@ -842,6 +842,55 @@ fn status_shows_a_task_whose_steps_keep_failing_until_it_is_fixed_or_cancelled()
     drop(run);
 }
 
+/// A task merges back into the branch it started from: the run announced "base branch
+/// main", and a person who checks out another branch while the task works keeps that
+/// branch and their checkout as they were (the task's work went into whatever was
+/// checked out at the end, and the checkout was fast-forwarded to it).
+#[test]
+fn a_task_merges_into_the_branch_it_started_from_when_the_person_switches() {
+    let p = Project::new("process");
+    p.ok(&[
+        "task",
+        "create",
+        "b",
+        "--work",
+        r#"while [ ! -e "$WARDEN_DIR/go" ]; do sleep 0.05; done; echo b > b.txt"#,
+    ]);
+    let child = p
+        .cmd(&["run", "--until-idle"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !p.root.join(".warden/worktrees/b").is_dir() || p.task("b")["session"].is_null() {
+        assert!(
+            Instant::now() < deadline,
+            "b never started: {}",
+            p.task("b")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    git(&p.root, &["checkout", "-q", "-b", "other"]);
+    std::fs::write(p.root.join("go"), "").unwrap();
+    let o = crate::hostile::finish(child, Duration::from_secs(60), "warden run --until-idle");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(p.task("b")["status"], "done");
+    assert_eq!(git(&p.root, &["show", "main:b.txt"]), "b\n");
+    assert_eq!(git(&p.root, &["branch", "--show-current"]).trim(), "other");
+    assert!(
+        !git(&p.root, &["log", "--format=%s", "other"]).contains("warden: b"),
+        "{}",
+        git(&p.root, &["log", "--oneline", "--all", "--graph"])
+    );
+    assert!(!p.root.join("b.txt").exists());
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

@@ -234,10 +234,32 @@ impl Repo {
         } else {
             args.extend(["--no-track".into(), "-b".into(), branch.into()]);
             args.extend([path.into_os_string(), base.into()]);
+            run(&self.top, &[], &args)?.check()?;
+            // The branch merges back where it started, whatever the person checks out
+            // meanwhile; git drops the key with the branch.
+            run(&self.top, &[], ["config", &base_key(branch), base])?.check()?;
+            return Ok(true);
         }
         run(&self.top, &[], &args)?.check()?;
         Ok(true)
     }
+
+    /// The branch `branch` started from, as [`Repo::ensure_worktree`] recorded it when it
+    /// made the branch (`None` for a branch made otherwise, or by an older Warden).
+    pub fn recorded_base(&self, branch: &str) -> Result<Option<String>, GitError> {
+        check_rev(branch)?;
+        let out = run(&self.top, &[], ["config", "--get", &base_key(branch)])?;
+        match out.code {
+            Some(0) => Ok(Some(text(&out.stdout)).filter(|b| check_rev(b).is_ok())),
+            Some(1) => Ok(None),
+            _ => Err(out.failure()),
+        }
+    }
+}
+
+/// The git configuration key that holds the branch a task branch started from.
+fn base_key(branch: &str) -> String {
+    format!("branch.{branch}.wardenBase")
 }
 
 impl Repo {
@@ -1128,6 +1150,29 @@ mod tests {
         assert_eq!(f.repo.current_branch().unwrap().as_deref(), Some("main"));
         git_ok(&f.repo.top, ["checkout", "--quiet", "--detach"]);
         assert_eq!(f.repo.current_branch().unwrap(), None);
+    }
+
+    #[test]
+    fn a_task_branch_remembers_where_it_started_until_it_is_deleted() {
+        let f = fixture();
+        git_ok(&f.repo.top, ["branch", "--quiet", "other"]);
+        let wt = f.repo.top.join(".warden/worktrees/t");
+        assert!(f.repo.ensure_worktree(&wt, "warden/t", "other").unwrap());
+        assert_eq!(
+            f.repo.recorded_base("warden/t").unwrap().as_deref(),
+            Some("other")
+        );
+        // Made again after its directory was deleted: the record stays.
+        std::fs::remove_dir_all(&wt).unwrap();
+        assert!(f.repo.ensure_worktree(&wt, "warden/t", "main").unwrap());
+        assert_eq!(
+            f.repo.recorded_base("warden/t").unwrap().as_deref(),
+            Some("other")
+        );
+        assert_eq!(f.repo.recorded_base("main").unwrap(), None);
+        remove_worktree(&f.repo, &wt).unwrap();
+        git_ok(&f.repo.top, ["branch", "--quiet", "-D", "warden/t"]);
+        assert_eq!(f.repo.recorded_base("warden/t").unwrap(), None);
     }
 
     #[test]

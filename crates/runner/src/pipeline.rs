@@ -94,10 +94,19 @@ pub fn commit(eng: &Engine, t: &Task) -> PhaseResult {
     }
 }
 
-/// The base branch tasks start from and merge back into: the branch checked out in the
-/// person's checkout.
+/// The base branch new tasks start from: the branch checked out in the person's checkout.
 pub fn base_branch(repo: &Repo) -> Option<String> {
     repo.current_branch().ok().flatten()
+}
+
+/// The branch a task merges back into and is reset to: the one its branch started from,
+/// even when the person has checked out another since; for a branch Warden did not
+/// record (an older Warden made it), the branch checked out now.
+pub fn task_base(repo: &Repo, branch: &str) -> Option<String> {
+    repo.recorded_base(branch)
+        .ok()
+        .flatten()
+        .or_else(|| base_branch(repo))
 }
 
 /// The `merge-ri` phase: the task branch into the base branch, never touching the
@@ -112,7 +121,7 @@ pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
         Ok(Some(r)) => r,
         _ => return skipped("not in a git repository"),
     };
-    let Some(base) = base_branch(&repo) else {
+    let Some(base) = task_base(&repo, &t.branch()) else {
         return PhaseResult::new(
             Phase::MergeRi,
             PhaseStatus::Failed,

@@ -127,10 +127,13 @@ impl Step<'_> {
                 )))
             }
             Action::ResetWorktree => {
-                if let (Some(_), Some(base)) = (self.repo, self.base) {
+                if let Some(repo) = self.repo {
                     let wt = self.eng().ws.worktree(id);
-                    if wt.is_dir() {
-                        git::reset_worktree(&wt, base).map_err(|e| {
+                    let branch = self.eng().get(id)?.branch();
+                    if wt.is_dir()
+                        && let Some(base) = pipeline::task_base(repo, &branch)
+                    {
+                        git::reset_worktree(&wt, &base).map_err(|e| {
                             Failure::internal(format!("{id}: cannot reset the worktree: {e}"))
                         })?;
                     }

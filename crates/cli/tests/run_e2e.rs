@@ -891,6 +891,24 @@ fn a_task_merges_into_the_branch_it_started_from_when_the_person_switches() {
     assert!(!p.root.join("b.txt").exists());
 }
 
+/// Work that makes a branch of its own in its worktree (agents do) has what it did
+/// taken back onto the task's branch and merged: the run used to fail every step after
+/// it ("worktree … is on sneaky, not warden/s") and never went idle.
+#[test]
+fn work_that_switches_to_a_branch_of_its_own_is_still_merged() {
+    let p = Project::new("process");
+    p.ok(&[
+        "task",
+        "create",
+        "s",
+        "--work",
+        "git switch -q -c sneaky && echo x > x.txt",
+    ]);
+    assert_eq!(p.until_idle(), 0);
+    assert_eq!(p.task("s")["status"], "done");
+    assert_eq!(git(&p.root, &["show", "main:x.txt"]), "x\n");
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

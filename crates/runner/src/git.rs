@@ -71,8 +71,9 @@ pub enum GitError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A task worktree is on another branch than the task's.
-    #[error("worktree {} is on {found}, not {expected}; remove it with `git worktree remove` or retry with --clear-worktree", .path.display())]
+    /// A task worktree is on another branch than the task's, one that does not continue
+    /// it.
+    #[error("worktree {} is on {found}, not {expected}, and what it holds does not continue {expected}; check {expected} out there (`git -C {} switch {expected}`) or remove the worktree with `git worktree remove`", .path.display(), .path.display())]
     WrongBranch {
         /// The worktree.
         path: PathBuf,
@@ -205,6 +206,10 @@ impl Repo {
         let mut force = false;
         if let Some(wt) = list.iter().find(|w| same_path(&w.path, &path)) {
             if wt.branch.as_deref() != Some(branch_ref.as_str()) {
+                if path.is_dir() {
+                    onto_task_branch(&path, branch)?;
+                    return Ok(false);
+                }
                 return Err(GitError::WrongBranch {
                     path,
                     expected: branch.to_owned(),
@@ -348,6 +353,62 @@ pub fn commit_all(worktree: &Path, message: &str) -> Result<Option<String>, GitE
     Ok(Some(rev_parse(worktree, "HEAD")?))
 }
 
+/// Makes sure the task worktree `worktree` is on `branch`, keeping what its work did
+/// when the work left it (`git switch -c`, a detached checkout): where the worktree's
+/// commit continues `branch` (descends from its tip), the branch is moved there
+/// (compare-and-swap) and the worktree's HEAD names it again. Files and index are not
+/// touched (both name the same commit), and the branch the work made is left as it is.
+/// Otherwise, or when `branch` is checked out in another worktree, nothing changes and
+/// the answer is [`GitError::WrongBranch`].
+pub fn onto_task_branch(worktree: &Path, branch: &str) -> Result<(), GitError> {
+    check_rev(branch)?;
+    let on = branch_at(worktree)?;
+    if on.as_deref() == Some(branch) {
+        return Ok(());
+    }
+    let wrong = || GitError::WrongBranch {
+        path: worktree.to_path_buf(),
+        expected: branch.to_owned(),
+        found: describe_branch(on.as_deref()),
+    };
+    let branch_ref = format!("refs/heads/{branch}");
+    if !ref_exists(worktree, &branch_ref)?
+        || worktrees(worktree)?
+            .iter()
+            .any(|w| w.branch.as_deref() == Some(branch_ref.as_str()))
+    {
+        return Err(wrong());
+    }
+    let tip = rev_parse(worktree, &branch_ref)?;
+    let Ok(head) = rev_parse(worktree, "HEAD^{commit}") else {
+        return Err(wrong());
+    };
+    let msg = format!(
+        "warden: {branch} takes what its work did on {}",
+        describe_branch(on.as_deref())
+    );
+    if head != tip {
+        let ancestor = run(worktree, &[], ["merge-base", "--is-ancestor", &tip, &head])?;
+        match ancestor.code {
+            Some(0) => {}
+            Some(1) => return Err(wrong()),
+            _ => return Err(ancestor.failure()),
+        }
+        run(
+            worktree,
+            &[],
+            ["update-ref", "-m", &msg, &branch_ref, &head, &tip],
+        )?
+        .check()?;
+    }
+    run(
+        worktree,
+        &[],
+        ["symbolic-ref", "-m", &msg, "HEAD", &branch_ref],
+    )?
+    .check()
+}
+
 /// The `merge-fi` phase: merges `branches` (the done dependencies' branches) into the
 /// task branch checked out in `worktree`, one by one.
 ///
@@ -408,14 +469,7 @@ pub fn merge_into_base(
         });
     }
     require_task_worktree(worktree)?;
-    let on = branch_at(worktree)?;
-    if on.as_deref() != Some(task_branch) {
-        return Err(GitError::WrongBranch {
-            path: worktree.to_path_buf(),
-            expected: task_branch.to_owned(),
-            found: describe_branch(on.as_deref()),
-        });
-    }
+    onto_task_branch(worktree, task_branch)?;
     require_clean(worktree)?;
     let base_ref = format!("refs/heads/{base}");
     // One merge-ri at a time per repository, across processes: two fast-forwards in one
@@ -1173,6 +1227,60 @@ mod tests {
         remove_worktree(&f.repo, &wt).unwrap();
         git_ok(&f.repo.top, ["branch", "--quiet", "-D", "warden/t"]);
         assert_eq!(f.repo.recorded_base("warden/t").unwrap(), None);
+    }
+
+    /// Agents make branches of their own (`git switch -c feature`) or detach HEAD: what
+    /// they committed and what they left uncommitted are taken back onto the task's
+    /// branch, which the commit, merge-ri and every later step work on.
+    #[test]
+    fn work_done_on_a_branch_of_its_own_is_taken_back_onto_the_task_branch() {
+        let f = fixture();
+        let wt = f.task("a");
+        git_ok(&wt, ["switch", "--quiet", "-c", "feature"]);
+        write(&wt.join("one.txt"), "1\n");
+        let one = commit_all(&wt, "one").unwrap().unwrap();
+        write(&wt.join("two.txt"), "2\n");
+        assert!(!f.repo.ensure_worktree(&wt, "warden/a", "main").unwrap());
+        assert_eq!(branch_at(&wt).unwrap().as_deref(), Some("warden/a"));
+        assert_eq!(sha(&wt, "refs/heads/warden/a"), one);
+        assert_eq!(
+            sha(&wt, "refs/heads/feature"),
+            one,
+            "its own branch is left"
+        );
+        assert_eq!(status(&wt), "?? two.txt", "uncommitted work stays");
+        let two = commit_all(&wt, "two").unwrap().unwrap();
+        // A detached HEAD with a commit on it, taken back by merge-ri itself.
+        git_ok(&wt, ["switch", "--quiet", "--detach"]);
+        write(&wt.join("three.txt"), "3\n");
+        let three = commit_all(&wt, "three").unwrap().unwrap();
+        assert_eq!(
+            merge_into_base(&f.repo, &wt, "warden/a", "main").unwrap(),
+            MergeOutcome::Merged
+        );
+        assert_eq!(branch_at(&wt).unwrap().as_deref(), Some("warden/a"));
+        assert_eq!(sha(&f.repo.top, "refs/heads/main"), three);
+        assert!(git_ok(&f.repo.top, ["log", "--format=%H", "main"]).contains(&two));
+    }
+
+    /// A branch that does not continue the task's (started again from main) is not
+    /// taken: nothing moves, and the error says how to put it right.
+    #[test]
+    fn a_worktree_moved_to_a_branch_that_does_not_continue_the_task_is_refused() {
+        let f = fixture();
+        let wt = f.task("a");
+        write(&wt.join("a.txt"), "a\n");
+        let work = commit_all(&wt, "a").unwrap().unwrap();
+        git_ok(&wt, ["switch", "--quiet", "-c", "fresh", "main"]);
+        let e = f.repo.ensure_worktree(&wt, "warden/a", "main").unwrap_err();
+        assert!(matches!(e, GitError::WrongBranch { .. }), "{e}");
+        assert!(e.to_string().contains("switch warden/a"), "{e}");
+        assert_eq!(sha(&wt, "refs/heads/warden/a"), work);
+        assert_eq!(branch_at(&wt).unwrap().as_deref(), Some("fresh"));
+        assert!(matches!(
+            onto_task_branch(&wt, "warden/a"),
+            Err(GitError::WrongBranch { .. })
+        ));
     }
 
     #[test]

@@ -83,7 +83,10 @@ pub fn commit(eng: &Engine, t: &Task) -> PhaseResult {
         );
     }
     let msg = format!("warden: {} — {}", t.id(), t.spec.title);
-    match git::commit_all(&eng.ws.worktree(t.id()), &msg) {
+    let wt = eng.ws.worktree(t.id());
+    // Work that moved the worktree to a branch of its own has its commits and changes
+    // taken back onto the task's branch (or fails here, naming the branch).
+    match git::onto_task_branch(&wt, &t.branch()).and_then(|()| git::commit_all(&wt, &msg)) {
         Ok(Some(_)) => PhaseResult::new(Phase::Commit, PhaseStatus::Success, None),
         Ok(None) => PhaseResult::new(
             Phase::Commit,

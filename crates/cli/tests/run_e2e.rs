@@ -909,6 +909,86 @@ fn work_that_switches_to_a_branch_of_its_own_is_still_merged() {
     assert_eq!(git(&p.root, &["show", "main:x.txt"]), "x\n");
 }
 
+/// Work that deletes its worktree's `.git` file had its commit and merge skipped as if
+/// the task had no worktree: the task went to done without its work. The file is
+/// restored and the work merged.
+#[test]
+fn work_that_deletes_its_worktrees_git_file_is_still_merged() {
+    let p = Project::new("process");
+    p.ok(&[
+        "task",
+        "create",
+        "g",
+        "--work",
+        "rm -f .git && echo y > y.txt",
+    ]);
+    assert_eq!(p.until_idle(), 0);
+    let t = p.task("g");
+    assert_eq!(t["status"], "done");
+    assert_eq!(t["phases"]["commit"], "success", "{t}");
+    assert_eq!(git(&p.root, &["show", "main:y.txt"]), "y\n");
+    assert!(!p.root.join(".warden/worktrees/g").exists());
+}
+
+/// The same in the review workflow: a worker that deletes the `.git` file before `task
+/// complete`, and a reviewer that deletes it again after its verdict. The approval's
+/// merge-ri read the missing file as "the task never had a branch" and the task went to
+/// done without its work. The file is restored each time, and the work reviewed and
+/// merged.
+#[test]
+fn an_agent_that_deletes_its_worktrees_git_file_has_its_work_committed() {
+    let p = Project::new("process");
+    let script = p.root.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"W="{}"
+if [ "$WARDEN_ROLE" = worker ]; then
+  rm -f .git && echo z > z.txt
+  printf '\n## Handoff\nWrote z.txt.\n' >> "$WARDEN_TASK_FILE"
+  "$W" task complete
+else
+  git log --format=%s -1 > "$WARDEN_DIR/reviewed.txt"
+  printf '\n## Review\nPASS\n' >> "$WARDEN_TASK_FILE"
+  rm -f .git
+fi
+"#,
+            bin().display()
+        ),
+    )
+    .unwrap();
+    let cfg = p.root.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("command = ") {
+                format!("command = [\"sh\", \"{}\"]", script.display())
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&cfg, text + "\n").unwrap();
+    p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
+    assert_eq!(p.until_idle(), 6);
+    assert_eq!(
+        p.task("r")["phases"]["commit"],
+        "success",
+        "{}",
+        p.task("r")
+    );
+    let reviewed = std::fs::read_to_string(p.root.join("reviewed.txt")).unwrap();
+    assert!(
+        reviewed.starts_with("warden: r"),
+        "the reviewer saw {reviewed}"
+    );
+    p.ok(&["task", "approve", "r"]);
+    assert_eq!(p.task("r")["status"], "done");
+    assert_eq!(git(&p.root, &["show", "main:z.txt"]), "z\n");
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

@@ -207,6 +207,7 @@ impl Repo {
         if let Some(wt) = list.iter().find(|w| same_path(&w.path, &path)) {
             if wt.branch.as_deref() != Some(branch_ref.as_str()) {
                 if path.is_dir() {
+                    self.repair_worktree(&path)?;
                     onto_task_branch(&path, branch)?;
                     return Ok(false);
                 }
@@ -217,6 +218,7 @@ impl Repo {
                 });
             }
             if path.is_dir() {
+                self.repair_worktree(&path)?;
                 return Ok(false);
             }
             // Registered but deleted by hand: git needs --force to reuse the path.
@@ -259,6 +261,30 @@ impl Repo {
             Some(1) => Ok(None),
             _ => Err(out.failure()),
         }
+    }
+}
+
+impl Repo {
+    /// Restores the `.git` file of the task worktree at `path` when its work deleted it
+    /// (`rm -rf .git`): without it, git run there finds the person's checkout above.
+    /// A worktree whose `.git` is there is left alone.
+    pub fn repair_worktree(&self, path: &Path) -> Result<(), GitError> {
+        let dot_git = path.join(".git");
+        if std::fs::symlink_metadata(&dot_git).is_err() {
+            // Exits 1 even when it repaired; what counts is the worktree afterwards.
+            run(
+                &self.top,
+                &[],
+                [OsStr::new("worktree"), "repair".as_ref(), path.as_os_str()],
+            )?;
+        }
+        if !dot_git.is_file() {
+            return Err(GitError::NotATaskWorktree {
+                path: path.to_path_buf(),
+                reason: "its .git is gone or not a file, and `git worktree repair` cannot restore it (did the work run `git init` there?)".into(),
+            });
+        }
+        require_task_worktree(path)
     }
 }
 
@@ -553,6 +579,11 @@ pub fn remove_worktree(repo: &Repo, path: &Path) -> Result<(), GitError> {
         .any(|w| same_path(&w.path, &path));
     if !registered {
         return Ok(());
+    }
+    if path.is_dir() {
+        // git refuses to remove a worktree whose `.git` file is gone (best effort: what
+        // cannot be repaired is git's to refuse).
+        let _ = repo.repair_worktree(&path);
     }
     let mut args: Vec<OsString> = vec!["worktree".into(), "remove".into(), "--force".into()];
     args.push(path.into_os_string());
@@ -1281,6 +1312,34 @@ mod tests {
             onto_task_branch(&wt, "warden/a"),
             Err(GitError::WrongBranch { .. })
         ));
+    }
+
+    /// Work that deletes its worktree's `.git` file: git run there would find the
+    /// person's checkout above it. The file is restored before anything else; a `.git`
+    /// directory (`git init` in the worktree) cannot be, and is refused.
+    #[test]
+    fn a_worktree_whose_git_file_was_deleted_is_repaired() {
+        let f = fixture();
+        let wt = f.task("a");
+        std::fs::remove_file(wt.join(".git")).unwrap();
+        write(&wt.join("y.txt"), "y\n");
+        assert!(!f.repo.ensure_worktree(&wt, "warden/a", "main").unwrap());
+        assert!(wt.join(".git").is_file());
+        let work = commit_all(&wt, "y").unwrap().unwrap();
+        assert_eq!(sha(&f.repo.top, "refs/heads/warden/a"), work);
+        assert_eq!(
+            status(&f.repo.top),
+            "",
+            "the person's checkout is untouched"
+        );
+        std::fs::remove_file(wt.join(".git")).unwrap();
+        std::fs::create_dir(wt.join(".git")).unwrap();
+        let e = f.repo.repair_worktree(&wt).unwrap_err();
+        assert!(e.to_string().contains("git init"), "{e}");
+        // Removing it still works once the `.git` file is back.
+        std::fs::remove_dir(wt.join(".git")).unwrap();
+        remove_worktree(&f.repo, &wt).unwrap();
+        assert!(!wt.exists());
     }
 
     #[test]

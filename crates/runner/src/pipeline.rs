@@ -73,14 +73,35 @@ fn has_worktree(eng: &Engine, t: &Task) -> bool {
     eng.ws.worktree(t.id()).join(".git").exists()
 }
 
+/// Whether the task has a worktree to commit or merge, its `.git` file restored when its
+/// work deleted it (which read as "no worktree": the work was neither committed nor
+/// merged, and the task went to done without it). `Err` names what cannot be repaired.
+fn worktree_ready(eng: &Engine, t: &Task) -> Result<bool, String> {
+    let wt = eng.ws.worktree(t.id());
+    if has_worktree(eng, t) || !wt.is_dir() {
+        return Ok(has_worktree(eng, t));
+    }
+    match Repo::discover(&eng.ws.root) {
+        Ok(Some(repo)) => repo
+            .repair_worktree(&wt)
+            .map(|()| true)
+            .map_err(|e| e.to_string()),
+        _ => Ok(false),
+    }
+}
+
 /// The `commit` phase: commits the task's worktree if anything changed.
 pub fn commit(eng: &Engine, t: &Task) -> PhaseResult {
-    if !has_worktree(eng, t) {
-        return PhaseResult::new(
-            Phase::Commit,
-            PhaseStatus::Skipped,
-            Some("no worktree".into()),
-        );
+    match worktree_ready(eng, t) {
+        Ok(true) => {}
+        Ok(false) => {
+            return PhaseResult::new(
+                Phase::Commit,
+                PhaseStatus::Skipped,
+                Some("no worktree".into()),
+            );
+        }
+        Err(e) => return PhaseResult::new(Phase::Commit, PhaseStatus::Failed, Some(e)),
     }
     let msg = format!("warden: {} — {}", t.id(), t.spec.title);
     let wt = eng.ws.worktree(t.id());
@@ -117,8 +138,10 @@ pub fn task_base(repo: &Repo, branch: &str) -> Option<String> {
 pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
     let skipped =
         |why: &str| PhaseResult::new(Phase::MergeRi, PhaseStatus::Skipped, Some(why.to_owned()));
-    if !has_worktree(eng, t) {
-        return skipped("the task never had a branch");
+    match worktree_ready(eng, t) {
+        Ok(true) => {}
+        Ok(false) => return skipped("the task never had a branch"),
+        Err(e) => return PhaseResult::new(Phase::MergeRi, PhaseStatus::Failed, Some(e)),
     }
     let repo = match Repo::discover(&eng.ws.root) {
         Ok(Some(r)) => r,

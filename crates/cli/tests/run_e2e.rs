@@ -989,6 +989,31 @@ fi
     assert_eq!(git(&p.root, &["show", "main:z.txt"]), "z\n");
 }
 
+/// The person's uncommitted edit of a file the task changed keeps merge-ri from
+/// fast-forwarding their checkout: the failure says so, where, and what to do, instead
+/// of calling it a conflict. Once the edit is stashed, a retry merges.
+#[test]
+fn merge_ri_says_when_the_persons_own_changes_are_in_the_way() {
+    let p = Project::new("process");
+    // Project::new leaves the person's own edit of README.md uncommitted.
+    p.ok(&["task", "create", "m", "--work", "echo task >> README.md"]);
+    assert_eq!(p.until_idle(), 7);
+    let t = p.task("m");
+    assert_eq!(t["status"], "stuck", "{t}");
+    let failure = t["last_failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("would overwrite uncommitted changes in")
+            && failure.contains(p.root.to_str().unwrap())
+            && failure.contains("README.md")
+            && failure.contains("commit or stash them"),
+        "{failure}"
+    );
+    git(&p.root, &["stash", "-q"]);
+    p.ok(&["task", "retry", "m"]);
+    assert_eq!(p.until_idle(), 0);
+    assert!(git(&p.root, &["show", "main:README.md"]).contains("task"));
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

@@ -142,8 +142,17 @@ pub enum MergeOutcome {
     /// Nothing to merge.
     UpToDate,
     /// The merge could not be made; nothing was changed. The paths are the conflicting
-    /// files, or the person's local files that are in the way.
+    /// files, or the task worktree's own untracked files that are in the way.
     Conflict(Vec<String>),
+    /// merge-ri's fast-forward of a base branch checked out in `checkout` (the person's
+    /// own, usually) was refused: these uncommitted or untracked files there are in the
+    /// way. Nothing was changed, and nothing conflicts.
+    InTheWay {
+        /// The checkout of the base branch.
+        checkout: PathBuf,
+        /// Its files in the way.
+        paths: Vec<String>,
+    },
 }
 
 /// A git repository, by the top of the working tree that was discovered.
@@ -526,7 +535,10 @@ pub fn merge_into_base(
                 )?;
                 let in_the_way = paths_in_the_way(&out.stderr);
                 if !out.ok() && !in_the_way.is_empty() {
-                    return Ok(MergeOutcome::Conflict(in_the_way));
+                    return Ok(MergeOutcome::InTheWay {
+                        checkout,
+                        paths: in_the_way,
+                    });
                 }
                 out
             }
@@ -1762,7 +1774,10 @@ mod tests {
             }
             let bytes = read(&person_file);
             let status_before = status(top);
-            let expected = MergeOutcome::Conflict(expected.iter().map(|p| p.to_string()).collect());
+            let expected = MergeOutcome::InTheWay {
+                checkout: top.clone(),
+                paths: expected.iter().map(|p| p.to_string()).collect(),
+            };
             assert_eq!(
                 merge_into_base(&f.repo, &wt, "warden/a", "main").unwrap(),
                 expected

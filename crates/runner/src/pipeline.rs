@@ -167,6 +167,16 @@ pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
                 paths.join(", ")
             )),
         ),
+        Ok(MergeOutcome::InTheWay { checkout, paths }) => PhaseResult::new(
+            Phase::MergeRi,
+            PhaseStatus::Failed,
+            Some(format!(
+                "merging {} into {base} would overwrite uncommitted changes in {}: {}; commit or stash them there, then retry",
+                t.branch(),
+                checkout.display(),
+                paths.join(", ")
+            )),
+        ),
         Err(e) => PhaseResult::new(Phase::MergeRi, PhaseStatus::Failed, Some(e.to_string())),
     }
 }
@@ -191,14 +201,17 @@ pub fn merge_fi(eng: &Engine, t: &Task) -> PhaseResult {
         Ok(MergeOutcome::Merged | MergeOutcome::UpToDate) => {
             PhaseResult::new(Phase::MergeFi, PhaseStatus::Success, None)
         }
-        Ok(MergeOutcome::Conflict(paths)) => PhaseResult::new(
-            Phase::MergeFi,
-            PhaseStatus::Failed,
-            Some(format!(
-                "dependency branches conflict in: {}",
-                paths.join(", ")
-            )),
-        ),
+        // merge-fi moves no checkout but the task's own: nothing else is in the way.
+        Ok(MergeOutcome::Conflict(paths) | MergeOutcome::InTheWay { paths, .. }) => {
+            PhaseResult::new(
+                Phase::MergeFi,
+                PhaseStatus::Failed,
+                Some(format!(
+                    "dependency branches conflict in: {}",
+                    paths.join(", ")
+                )),
+            )
+        }
         Err(e) => PhaseResult::new(Phase::MergeFi, PhaseStatus::Failed, Some(e.to_string())),
     }
 }

@@ -1014,6 +1014,44 @@ fn merge_ri_says_when_the_persons_own_changes_are_in_the_way() {
     assert!(git(&p.root, &["show", "main:README.md"]).contains("task"));
 }
 
+/// A project in a subdirectory of its repository (`warden init` in a monorepo's
+/// package): work runs in the package's place in the task's worktree, as it would in the
+/// package, and nothing of `.warden/` is committed. Work ran at the worktree's top, and
+/// the TASK.md link there, outside the `/pkg/.warden/` that `init` excludes, was
+/// committed and merged into main.
+#[test]
+fn a_project_in_a_subdirectory_of_its_repository_works_there() {
+    let mut p = Project::empty("mono");
+    git(&p.root, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(p.root.join("pkg")).unwrap();
+    std::fs::write(p.root.join("pkg/lib.txt"), "lib\n").unwrap();
+    git(&p.root, &["add", "."]);
+    git(&p.root, &["commit", "-q", "-m", "initial"]);
+    let pkg = p.root.join("pkg");
+    p.env.push(("WARDEN_DIR", pkg.display().to_string()));
+    p.ok(&["init"]);
+    p.ok(&[
+        "task",
+        "create",
+        "a",
+        "--work",
+        r#"pwd > "$WARDEN_DIR/pwd.txt"; cat lib.txt > copy.txt"#,
+        "--postchecks",
+        "test -f copy.txt",
+    ]);
+    assert_eq!(p.until_idle(), 0);
+    let pwd = std::fs::read_to_string(pkg.join("pwd.txt")).unwrap();
+    assert_eq!(
+        Path::new(pwd.trim()),
+        pkg.join(".warden/worktrees/a/pkg")
+            .canonicalize()
+            .unwrap_or(pkg.join(".warden/worktrees/a/pkg")),
+    );
+    assert_eq!(git(&p.root, &["show", "main:pkg/copy.txt"]), "lib\n");
+    let tracked = git(&p.root, &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(!tracked.contains(".warden"), "{tracked}");
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

@@ -33,11 +33,16 @@ impl PhaseResult {
     }
 }
 
-/// The directory a task's commands run in: its worktree when it has one, else the
-/// project root (outside git, or before the supervisor created the worktree).
+/// The directory a task's commands run in: the project's place in its worktree when it
+/// has one (the worktree's top, or the subdirectory the project is in), else the project
+/// root (outside git, or before the supervisor created the worktree).
 pub fn task_cwd(eng: &Engine, t: &Task) -> PathBuf {
-    let wt = eng.ws.worktree(t.id());
-    if wt.is_dir() { wt } else { eng.ws.root.clone() }
+    let dir = eng.ws.worktree_project(t.id());
+    if dir.is_dir() {
+        dir
+    } else {
+        eng.ws.root.clone()
+    }
 }
 
 /// The environment of every command Warden runs for a task.

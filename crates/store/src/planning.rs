@@ -97,7 +97,7 @@ fn ensure_summary(eng: &Engine, t: &Task) -> Result<(), FileError> {
         Err(e) => return Err(e),
     }
     // The agent's own SUMMARY.md, left in its worktree (a .planning/ git does not track).
-    let wt = eng.ws.worktree(t.id());
+    let wt = eng.ws.worktree_project(t.id());
     let from_worktree = match files::read_text(&wt, &wt.join(rel)) {
         Ok(text) if artifact::file_evidence(rel, &text).is_some() => Some(text),
         _ => None,

@@ -78,7 +78,7 @@ pub fn evidence(ws: &Workspace, task: &Task) -> Option<artifact::Evidence> {
     if !warden_core::model::is_inside_path(rel) {
         return None;
     }
-    for base in [ws.worktree(task.id()), ws.root.clone()] {
+    for base in [ws.worktree_project(task.id()), ws.root.clone()] {
         if !base.is_dir() {
             continue;
         }

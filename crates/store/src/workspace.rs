@@ -196,6 +196,25 @@ impl Workspace {
         self.dir.join("worktrees").join(id.as_str())
     }
 
+    /// The project root's place inside task `id`'s worktree, where its work runs, its
+    /// TASK.md is linked and its evidence files are read: the worktree itself when the
+    /// project is its repository's top, `<worktree>/<sub/dir>` when `warden init` ran in
+    /// a subdirectory (a package of a monorepo). Git works on the whole worktree.
+    pub fn worktree_project(&self, id: &TaskId) -> PathBuf {
+        let wt = self.worktree(id);
+        match self.repo_prefix() {
+            Some(sub) if !sub.as_os_str().is_empty() => wt.join(sub),
+            _ => wt,
+        }
+    }
+
+    /// The project root relative to the top of the git working tree it is in (empty at
+    /// the top; `None` outside git). Read from the file system, no git process.
+    pub fn repo_prefix(&self) -> Option<PathBuf> {
+        let (_, top) = git_exclude_file(&self.root)?;
+        self.root.strip_prefix(&top).ok().map(Path::to_path_buf)
+    }
+
     /// `.warden/STATE.md`.
     pub fn state_md(&self) -> PathBuf {
         self.dir.join("STATE.md")

@@ -169,7 +169,11 @@ impl Step<'_> {
         };
         repo.ensure_worktree(&wt, &t.branch(), base)
             .map_err(other)?;
-        git::link_task_file(&wt, &self.eng().ws.task_file(t.id())).map_err(other)?;
+        // Beside the project's own `.warden/` inside the worktree, which `warden init`
+        // keeps out of git (a link at the worktree's top would be committed when the
+        // project is a subdirectory of its repository).
+        let dir = self.eng().ws.worktree_project(t.id());
+        git::link_task_file(&dir, &self.eng().ws.task_file(t.id())).map_err(other)?;
         Ok(())
     }
 

@@ -357,13 +357,15 @@ pub fn install(
     Ok(Installed { file, added, note })
 }
 
-/// Adds a line to the git repository's `info/exclude` of `dir`, if it is in one and the
-/// line is not there (ignoring failure: it only keeps a settings file out of commits).
-fn exclude_from_git(dir: &Path, line: &str) {
+/// Adds `/<dir's path in the repository>/<rel>` to the git repository's `info/exclude`
+/// of `dir`, if it is in one and the line is not there (ignoring failure: it only keeps a
+/// settings file out of commits). Anchored at `dir`, which may be a subdirectory of the
+/// repository (`/.claude/…` at its top would not match there).
+fn exclude_from_git(dir: &Path, rel: &str) {
     let Ok(out) = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args(["rev-parse", "--git-path", "info/exclude"])
+        .args(["rev-parse", "--git-path", "info/exclude", "--show-prefix"])
         .output()
     else {
         return;
@@ -371,8 +373,14 @@ fn exclude_from_git(dir: &Path, line: &str) {
     if !out.status.success() {
         return;
     }
-    let rel = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let path = dir.join(rel);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    let (Some(exclude), prefix) = (lines.next(), lines.next().unwrap_or_default()) else {
+        return;
+    };
+    let line = format!("/{prefix}{}", rel.trim_start_matches('/'));
+    let line = line.as_str();
+    let path = dir.join(exclude.trim());
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     if text.lines().any(|l| l.trim() == line) {
         return;

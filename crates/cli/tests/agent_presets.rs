@@ -408,6 +408,39 @@ fn the_stop_hook_holds_a_hand_started_session_to_the_gate() {
     assert_eq!(exited["actor"], "runner", "{exited}");
 }
 
+/// The Claude settings file `hooks install` writes is kept out of git where it is
+/// written, at the repository's top or in a subdirectory of it (the line was anchored at
+/// the top, so a subdirectory's file showed up as untracked, ready to be committed).
+#[test]
+fn hooks_install_keeps_its_settings_file_out_of_git_in_a_subdirectory() {
+    let ws = Workspace::bare("hooks-sub");
+    let root = &ws.root;
+    crate::run_e2e::git(root, &["init", "-q", "-b", "main"]);
+    let pkg = root.join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    for dir in [root.as_path(), pkg.as_path()] {
+        let o = crate::common::command(dir)
+            .args(["hooks", "install", "claude"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{}", describe(&["hooks", "install"], &o));
+        assert!(dir.join(".claude/settings.local.json").is_file());
+    }
+    let untracked = crate::run_e2e::git(root, &["status", "--porcelain", "--untracked-files=all"]);
+    assert_eq!(untracked, "", "{untracked}");
+    let exclude = std::fs::read_to_string(root.join(".git/info/exclude")).unwrap();
+    assert!(
+        exclude.lines().any(|l| l == "/.claude/settings.local.json"),
+        "{exclude}"
+    );
+    assert!(
+        exclude
+            .lines()
+            .any(|l| l == "/pkg/.claude/settings.local.json"),
+        "{exclude}"
+    );
+}
+
 #[test]
 fn hooks_install_keeps_what_is_there_and_adds_once() {
     let ws = Workspace::new("hooks-install");

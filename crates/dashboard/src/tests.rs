@@ -728,6 +728,25 @@ fn detail_view_and_supervisor_header() {
         failing: Vec::new(),
     }]);
     assert!(draw(&app, 100, 30).contains("● supervisor pid 4242"));
+    assert!(!draw(&app, 100, 30).contains("steps failing"));
+    app.set_supervisors(vec![warden_app::status::SupervisorView {
+        owner: "box:4242:1".into(),
+        host: "box".into(),
+        pid: 4242,
+        alive: Some(true),
+        started_at: None,
+        tasks: vec![id("api")],
+        failing: vec![warden_app::supervisor::StepFailure {
+            task: id("api"),
+            tries: 3,
+            error: "api: cannot prepare the worktree".into(),
+        }],
+    }]);
+    let screen = draw(&app, 120, 30);
+    assert!(
+        screen.contains("● supervisor pid 4242 · ✗ steps failing: api (`warden status`)"),
+        "{screen}"
+    );
     app.on_key(key(KeyCode::Enter));
     let screen = draw(&app, 100, 30);
     for text in [

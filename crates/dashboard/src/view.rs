@@ -154,10 +154,26 @@ fn render_header(frame: &mut Frame, app: &App, head: Rect, counts: Rect) {
                     None => format!("{} pid {}", s.host, s.pid),
                 })
                 .collect();
-            Some(Span::styled(
-                format!("● supervisor {} ", here.join(", ")),
-                Style::new().fg(Color::Green),
-            ))
+            // Tasks whose steps keep failing on a supervisor's side need a person.
+            let failing: Vec<&str> = sups
+                .iter()
+                .flat_map(|s| s.failing.iter().map(|f| f.task.as_str()))
+                .collect();
+            Some(if failing.is_empty() {
+                Span::styled(
+                    format!("● supervisor {} ", here.join(", ")),
+                    Style::new().fg(Color::Green),
+                )
+            } else {
+                Span::styled(
+                    format!(
+                        "● supervisor {} · ✗ steps failing: {} (`warden status`) ",
+                        here.join(", "),
+                        failing.join(", ")
+                    ),
+                    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+                )
+            })
         }
         Some(_) => Some(Span::styled(
             "○ no supervisor: `warden run` ",

@@ -743,6 +743,17 @@ impl Supervisor {
             })
             .map(|l| l.task)
             .collect();
+        // A failing task deleted, done or cancelled since (by a person, another runner)
+        // has nothing left to retry, and is no longer shown.
+        let failing = self.failing.len();
+        self.failing.retain(|id, _| {
+            self.board
+                .shown(id)
+                .is_some_and(|(s, _)| !matches!(s, Status::Done | Status::Cancelled))
+        });
+        if self.failing.len() != failing {
+            self.announce_failing();
+        }
         // The tasks that can need something, in full.
         let mut ids: BTreeSet<TaskId> = self.board.active().keys().cloned().collect();
         ids.extend(self.jobs.keys().cloned());

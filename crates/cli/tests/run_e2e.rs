@@ -1052,6 +1052,70 @@ fn a_project_in_a_subdirectory_of_its_repository_works_there() {
     assert!(!tracked.contains(".warden"), "{tracked}");
 }
 
+/// A tmux session's output limit outlives the run that started it: the thread that
+/// watched its log died with that run (kill -9), and the next run, which adopts the
+/// session, ends it when it floods. Before, an adopted session could write until its
+/// phase timeout (an hour by default).
+#[test]
+fn an_adopted_tmux_session_is_held_to_its_output_limit() {
+    let p = Project::new("tmux");
+    let cfg = p.root.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("session_log_mib = 1024"), "{text}");
+    std::fs::write(
+        &cfg,
+        text.replace("session_log_mib = 1024", "session_log_mib = 1"),
+    )
+    .unwrap();
+    p.ok(&[
+        "task",
+        "create",
+        "f",
+        "--max-attempts",
+        "1",
+        "--work",
+        r#"while [ ! -e "$WARDEN_DIR/go" ]; do sleep 0.05; done; yes"#,
+    ]);
+    let mut first = p
+        .cmd(&["run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while p.task("f")["session"].is_null() {
+        assert!(
+            Instant::now() < deadline,
+            "f never started: {}",
+            p.task("f")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    std::fs::write(p.root.join("go"), "").unwrap();
+    let second = p
+        .cmd(&["run", "--until-idle"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = crate::hostile::finish(second, Duration::from_secs(120), "the second warden run");
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let t = p.task("f");
+    assert_eq!(t["status"], "stuck", "{t}");
+    let failure = t["last_failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("killed: its output passed limits.session_log_mib, 1 MiB"),
+        "{failure}"
+    );
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

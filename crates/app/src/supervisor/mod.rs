@@ -1007,13 +1007,19 @@ impl Supervisor {
         out
     }
 
-    /// tmux mode's safety net: reports dead panes whose hook did not, and removes the
-    /// panes of sessions whose end is recorded.
+    /// tmux mode's safety net: ends panes past their output limit (the timer thread that
+    /// watches a pane's log lives in the process that started it, which may be a run
+    /// before this one), reports dead panes whose hook did not, and removes the panes of
+    /// sessions whose end is recorded.
     fn sweep_tmux(&self) {
         let socket = tmux_socket(self.app.ws());
         if !socket.exists() {
             return;
         }
+        let ws = self.app.ws();
+        let _ = session::tmux_end_floods(&socket, |task, _| {
+            TaskId::new(task).ok().map(|id| ws.output_log(&id))
+        });
         let exe = self.opts.warden_exe.clone();
         let root = self.app.ws().root.clone();
         let _ = session::tmux_sweep(&socket, |p| {

@@ -84,8 +84,7 @@ pub(crate) fn watch(
 }
 
 /// The limit of a spec's log, as a person reads it.
-fn log_limit(spec: &SessionSpec) -> String {
-    let max = spec.max_log_bytes.unwrap_or(0);
+fn log_limit(max: u64) -> String {
     match max % (1024 * 1024) {
         0 => format!("{} MiB", max / (1024 * 1024)),
         _ => format!("{max} bytes"),
@@ -94,18 +93,27 @@ fn log_limit(spec: &SessionSpec) -> String {
 
 /// The log line of a session killed for its output.
 pub(crate) fn log_full_note(spec: &SessionSpec) -> String {
+    log_full_note_of(&spec.session_id, spec.max_log_bytes.unwrap_or(0))
+}
+
+/// … of session `session`, whose limit was `max` bytes.
+pub(crate) fn log_full_note_of(session: &str, max: u64) -> String {
     format!(
-        "--- session {} wrote more than {} to this log; its process group was killed (limits.session_log_mib) ---",
-        spec.session_id,
-        log_limit(spec)
+        "--- session {session} wrote more than {} to this log; its process group was killed (limits.session_log_mib) ---",
+        log_limit(max)
     )
 }
 
 /// The reason a session killed for its output is reported with.
 pub(crate) fn log_full_reason(spec: &SessionSpec) -> String {
+    log_full_reason_of(spec.max_log_bytes.unwrap_or(0))
+}
+
+/// … whose limit was `max` bytes.
+pub(crate) fn log_full_reason_of(max: u64) -> String {
     format!(
         "killed: its output passed limits.session_log_mib, {}",
-        log_limit(spec)
+        log_limit(max)
     )
 }
 

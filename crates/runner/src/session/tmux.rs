@@ -26,6 +26,9 @@ pub struct TmuxPane {
     /// Why Warden ended it, when it did (a timeout, its output limit): the exit report's
     /// `--reason`.
     pub why: Option<String>,
+    /// Its output limit (`limits.session_log_mib`) and the log's length when it started:
+    /// what [`tmux_end_floods`] holds it to, whichever process started it.
+    pub log_limit: Option<(u64, u64)>,
 }
 
 /// The tmux session name of one agent session: `warden-<session id>`, with `.` written as
@@ -241,6 +244,7 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         source,
     })?;
     drop(log);
+    let log_base = std::fs::metadata(&spec.log_path).map_or(0, |m| m.len());
 
     // One tmux invocation, commands joined by `;`: the server runs them back to back
     // before it handles the child's exit or reads its output, so even an instant exit
@@ -287,10 +291,19 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         args.extend(["sh", "-c", "exec \"$0\""].map(OsString::from));
     }
     args.extend(spec.argv.iter().map(tmux_arg));
+    let (base, max) = (
+        log_base.to_string(),
+        spec.max_log_bytes
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    );
     for cmd in [
         vec!["set-option", "-t", &t, "remain-on-exit", "on"],
         vec!["set-option", "-t", &t, "@warden_task", &spec.task_id],
         vec!["set-option", "-t", &t, "@warden_session", &spec.session_id],
+        // Kept on the pane, so a supervisor that adopts it holds it to the same limit.
+        vec!["set-option", "-t", &t, "@warden_log_base", &base],
+        vec!["set-option", "-t", &t, "@warden_log_max", &max],
         vec!["set-hook", "-t", &t, "pane-died", &hook],
         vec!["pipe-pane", "-o", "-t", &t, &pipe],
     ] {
@@ -355,7 +368,7 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
     Ok(name)
 }
 
-pub(crate) const LIST_FORMAT: &str = "#{session_name}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{@warden_timed_out}\t#{@warden_task}\t#{@warden_session}\t#{@warden_swept}\t#{pane_pid}\t#{@warden_why}";
+pub(crate) const LIST_FORMAT: &str = "#{session_name}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{@warden_timed_out}\t#{@warden_task}\t#{@warden_session}\t#{@warden_swept}\t#{pane_pid}\t#{@warden_log_base}\t#{@warden_log_max}\t#{@warden_why}";
 
 /// A listed pane and whether [`tmux_sweep`] already reported it.
 pub(crate) fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, SessionError> {
@@ -383,6 +396,8 @@ pub(crate) fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, Session
                 session,
                 swept,
                 pid,
+                log_base,
+                log_max,
                 why,
             ] = f[..]
             else {
@@ -407,10 +422,45 @@ pub(crate) fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, Session
                 dead_status,
                 pid: if dead { None } else { pid.parse().ok() },
                 why: some(why),
+                log_limit: log_max.parse().ok().zip(log_base.parse().ok()),
             };
             Some((pane, !swept.is_empty()))
         })
         .collect())
+}
+
+/// Ends every running pane whose session wrote more than its output limit to its log
+/// (`log_of(task, session)`), as the timer thread of the process that started it does:
+/// a supervisor that restarted has no such thread for the panes it adopted. Returns the
+/// names of the panes it ended.
+pub fn tmux_end_floods(
+    socket: &Path,
+    log_of: impl Fn(&str, &str) -> Option<PathBuf>,
+) -> Result<Vec<String>, SessionError> {
+    let mut ended = Vec::new();
+    for pane in tmux_list(socket)? {
+        // A pane Warden already ends (its `@warden_why` is set) is left to that.
+        let (Some((max, base)), Some(task), Some(session), false, None) = (
+            pane.log_limit,
+            &pane.task_id,
+            &pane.session_id,
+            pane.dead,
+            &pane.why,
+        ) else {
+            continue;
+        };
+        let Some(log) = log_of(task, session) else {
+            continue;
+        };
+        let len = std::fs::metadata(&log).map_or(0, |m| m.len());
+        if len.saturating_sub(base) > max
+            && tmux_end(socket, &pane.name, &log_full_reason_of(max)).is_ok()
+        {
+            note(&log, &log_full_note_of(session, max));
+            ended.push(pane.name);
+        }
+    }
+    Ok(ended)
 }
 
 /// Every pane on the server, sorted by session name. No server running means no panes.

@@ -303,7 +303,9 @@ impl App {
         let mut wanted = gsd::sync::plan(&tree, &place, self.eng.config.limits.max_attempts);
         let mut warnings = tree.warnings.clone();
         warnings.append(&mut wanted.warnings);
-        let has_branch = |id: &TaskId| self.ws().worktree(id).join(".git").exists();
+        // A worktree whose `.git` file its work deleted still has a branch (merge-ri
+        // repairs it first).
+        let has_branch = |id: &TaskId| self.ws().worktree(id).is_dir();
         let decide =
             |prev: &[Task]| plan_ops::planning_sync(prev, &wanted, &has_branch, &self.ctx(&shown));
         let mut decision = None;

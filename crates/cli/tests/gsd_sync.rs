@@ -459,7 +459,7 @@ fn every_corpus_tree_syncs_with_its_plans_order_and_titles() {
     );
 }
 
-const PLAN: &str = "---\nwave: 1\ndepends_on: []\n---\n<objective>\nBuild the thing.\n</objective>\n<tasks>\n<task>Do it</task>\n</tasks>\n";
+pub(crate) const PLAN: &str = "---\nwave: 1\ndepends_on: []\n---\n<objective>\nBuild the thing.\n</objective>\n<tasks>\n<task>Do it</task>\n</tasks>\n";
 
 fn notes(v: &Value, kind: &str) -> Vec<String> {
     v["notes"]

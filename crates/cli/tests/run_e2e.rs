@@ -1116,6 +1116,41 @@ fn an_adopted_tmux_session_is_held_to_its_output_limit() {
     );
 }
 
+/// A get-shit-done plan finished outside Warden goes to done through merge-ri when its
+/// task has a worktree, even one whose `.git` file its agent deleted: `plan sync` took
+/// such a task for one that never had a branch, and its branch was never merged.
+#[test]
+fn plan_sync_merges_a_finished_plan_whose_worktree_lost_its_git_file() {
+    let p = Project::new("process");
+    let plan = p.root.join(".planning/phases/01-a");
+    std::fs::create_dir_all(&plan).unwrap();
+    std::fs::write(plan.join("01-01-PLAN.md"), crate::gsd_sync::PLAN).unwrap();
+    p.ok(&["plan", "sync"]);
+    let wt = p.root.join(".warden/worktrees/01-01");
+    git(
+        &p.root,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "warden/01-01",
+            wt.to_str().unwrap(),
+            "main",
+        ],
+    );
+    std::fs::write(wt.join("built.txt"), "built\n").unwrap();
+    git(&wt, &["add", "built.txt"]);
+    git(&wt, &["commit", "-q", "-m", "built"]);
+    std::fs::remove_file(wt.join(".git")).unwrap();
+    std::fs::write(plan.join("01-01-SUMMARY.md"), "# Summary\n\nBuilt it.\n").unwrap();
+    p.ok(&["plan", "sync"]);
+    let t = p.task("01-01");
+    assert_eq!(t["status"], "done", "{t}");
+    assert_eq!(t["phases"]["merge-ri"], "success", "{t}");
+    assert_eq!(git(&p.root, &["show", "main:built.txt"]), "built\n");
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

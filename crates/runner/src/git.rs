@@ -276,16 +276,21 @@ impl Repo {
 impl Repo {
     /// Restores the `.git` file of the task worktree at `path` when its work deleted it
     /// (`rm -rf .git`): without it, git run there finds the person's checkout above.
-    /// A worktree whose `.git` is there is left alone.
+    /// A worktree whose `.git` file is there is left alone, without a git process: every
+    /// step of the supervisor asks.
     pub fn repair_worktree(&self, path: &Path) -> Result<(), GitError> {
         let dot_git = path.join(".git");
-        if std::fs::symlink_metadata(&dot_git).is_err() {
-            // Exits 1 even when it repaired; what counts is the worktree afterwards.
-            run(
-                &self.top,
-                &[],
-                [OsStr::new("worktree"), "repair".as_ref(), path.as_os_str()],
-            )?;
+        match std::fs::symlink_metadata(&dot_git) {
+            Ok(m) if m.is_file() => return Ok(()),
+            Ok(_) => {}
+            Err(_) => {
+                // Exits 1 even when it repaired; what counts is the worktree afterwards.
+                run(
+                    &self.top,
+                    &[],
+                    [OsStr::new("worktree"), "repair".as_ref(), path.as_os_str()],
+                )?;
+            }
         }
         if !dot_git.is_file() {
             return Err(GitError::NotATaskWorktree {

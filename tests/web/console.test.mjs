@@ -226,6 +226,46 @@ test('the page loads with every task and no console errors', async () => {
   await page.close();
 });
 
+test('the header says whether a supervisor runs, and names a task whose steps keep failing', async () => {
+  // A repository whose task cannot get its worktree (a file is in its place).
+  const dir = mkdtempSync(path.join(tmpdir(), 'warden-web-sup-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  const env = { ...process.env, GIT_AUTHOR_NAME: 'P', GIT_AUTHOR_EMAIL: 'p@example.invalid', GIT_COMMITTER_NAME: 'P', GIT_COMMITTER_EMAIL: 'p@example.invalid' };
+  delete env.WARDEN_ROLE;
+  delete env.WARDEN_TASK_ID;
+  execFileSync('git', ['-C', dir, 'init', '-q', '-b', 'main'], { env });
+  execFileSync('git', ['-C', dir, 'commit', '-q', '--allow-empty', '-m', 'initial'], { env });
+  cli(dir, 'init');
+  // No lease renewal (a commit) within the test: only the announcement can show the failure.
+  const toml = path.join(dir, '.warden', 'warden.toml');
+  writeFileSync(toml, readFileSync(toml, 'utf8').replace(/^lease_ttl_s = \d+/m, 'lease_ttl_s = 600'));
+  assert(readFileSync(toml, 'utf8').includes('lease_ttl_s = 600'), 'lease_ttl_s set');
+  cli(dir, 'task', 'create', 'a', '--work', 'true');
+  mkdirSync(path.join(dir, '.warden', 'worktrees'), { recursive: true });
+  writeFileSync(path.join(dir, '.warden', 'worktrees', 'a'), 'in the way\n');
+  const s = await serve(dir);
+  const { page, errors } = await open(ctx, s.info.url);
+  const state = (want) =>
+    page.waitForFunction((want) => document.getElementById('sup').dataset.state === want, want, { timeout: 20000 });
+  await state('none');
+  assert((await page.textContent('#sup')).includes('no supervisor'), 'no supervisor yet');
+  const run = spawn(BIN, ['--dir', dir, 'run'], { stdio: 'ignore', env });
+  cleanups.push(() => {
+    if (run.exitCode === null) run.kill('SIGKILL');
+  });
+  // Seen without a commit: a supervisor's announcement and its failing steps are files.
+  await state('failing');
+  const text = await page.textContent('#sup');
+  assert(text.includes(`supervisor pid ${run.pid}`) && text.includes('steps failing: a'), `badge: ${text}`);
+  assert((await page.getAttribute('#sup', 'title')).includes('cannot prepare the worktree'), 'the error is in its title');
+  await page.screenshot({ path: path.join(SHOTS, 'failing-steps.png') });
+  run.kill('SIGTERM');
+  await state('none');
+  assert(errors.length === 0, `console errors: ${errors.join(' | ')}`);
+  await page.close();
+  s.stop();
+});
+
 test('a change by the CLI in another process is on screen within a second', async () => {
   const { page } = await open(ctx, srv.info.url);
   const seen = await onScreen(page, 'ui-theme');

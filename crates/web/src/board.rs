@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use warden_app::App;
+use warden_app::supervisor::StepFailure;
 use warden_app::view::TaskView;
 use warden_core::failure::Failure;
 use warden_core::model::{Status, TaskId};
@@ -115,6 +116,34 @@ pub struct Summary {
     pub dead: usize,
     /// Every task.
     pub tasks: usize,
+    /// Whether anything will move.
+    pub supervisors: Supervisors,
+}
+
+/// The supervisors (`warden run`) seen, as the header's badge shows them: nothing starts
+/// or moves on without one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Supervisors {
+    /// Each one alive: `pid N` on this machine, `HOST pid N` elsewhere.
+    pub alive: Vec<String>,
+    /// Tasks whose steps keep failing in them, each with its last error.
+    pub failing: Vec<StepFailure>,
+}
+
+/// The supervisors seen now (none when they cannot be read: the badge is a view).
+pub fn supervisors(app: &App) -> Supervisors {
+    let sups = app.supervisors().unwrap_or_default();
+    let alive: Vec<_> = sups.iter().filter(|s| s.alive != Some(false)).collect();
+    Supervisors {
+        alive: alive
+            .iter()
+            .map(|s| match s.alive {
+                Some(_) => format!("pid {}", s.pid),
+                None => format!("{} pid {}", s.host, s.pid),
+            })
+            .collect(),
+        failing: alive.iter().flat_map(|s| s.failing.clone()).collect(),
+    }
 }
 
 /// Everything the page shows of the project.
@@ -178,6 +207,7 @@ pub fn build(app: &App, generation: u64) -> Result<Board, Failure> {
             .collect(),
         dead: tasks.iter().filter(|t| t.is_dead()).count(),
         tasks: tasks.len(),
+        supervisors: supervisors(app),
     };
     let project = app
         .ws()

@@ -122,6 +122,18 @@ fn watch_loop(app: &App, live: &Live, mut seen: u64, stop: &AtomicBool) {
             }
         };
         if v == seen {
+            // A supervisor starts, stops or finds a step failing without a commit: its
+            // announcement is a file, looked at on every wait.
+            let board = live.latest();
+            let now = board::supervisors(app);
+            if now != board.summary.supervisors {
+                let mut next = Board::clone(&board);
+                next.generation += 1;
+                next.summary.supervisors = now;
+                if let Some(update) = board::diff(&board, &next) {
+                    live.publish(next, &update);
+                }
+            }
             continue;
         }
         // The version is read before the tasks, so a commit in between is seen again at

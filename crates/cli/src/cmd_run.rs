@@ -151,16 +151,18 @@ fn describe(ev: &RunEvent) -> Option<String> {
         RunEvent::Started {
             root,
             git,
+            without_git,
             max_parallel,
             resumed,
         } => {
-            let mut s = match git {
-                Some((top, base)) => format!(
+            let mut s = match (git, without_git) {
+                (Some((top, base)), _) => format!(
                     "supervising {} (git: {}, base branch {base}; {max_parallel} task(s) at once)",
                     root.display(),
                     top.display()
                 ),
-                None => format!(
+                (None, Some(why)) => format!("supervising {} ({why})", root.display()),
+                (None, None) => format!(
                     "supervising {} (no git repository: git phases are skipped)",
                     root.display()
                 ),

@@ -726,6 +726,50 @@ fn a_repository_without_a_commit_is_refused_before_the_run_starts() {
     assert_eq!(p.task("a")["status"], "done");
 }
 
+/// A repository on a detached HEAD (a CI checkout of a pull request) runs without git,
+/// in the project directory, as before; the run and `doctor` now say so and why, where
+/// the run said "no git repository" and doctor promised a worktree per task.
+#[test]
+fn a_detached_head_runs_without_git_and_says_so() {
+    let p = Project::new("process");
+    git(&p.root, &["checkout", "-q", "--detach"]);
+    p.ok(&["task", "create", "d", "--work", "echo d > d.txt"]);
+    let child = p
+        .cmd(&["run", "--until-idle"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = crate::hostile::finish(child, Duration::from_secs(60), "warden run --until-idle");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.lines().next().is_some_and(
+            |l| l.contains("is on a detached HEAD") && l.contains("check out a branch")
+        ),
+        "{out}"
+    );
+    assert!(
+        p.root.join("d.txt").exists(),
+        "the work ran in the project directory"
+    );
+    let doctor = p.cmd(&["--json", "doctor"]).output().unwrap();
+    let checks: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let git_check = checks["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["check"] == "git"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(git_check["status"], "warning", "{checks}");
+    assert!(
+        git_check["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("detached HEAD"),
+        "{checks}"
+    );
+}
+
 /// A step that fails on Warden's side every time (git cannot make the task's worktree:
 /// a file is in its place) is tried again after a wait that doubles, not at once: the run
 /// used to retry it hundreds of times a second, for ever. `--until-idle` gives up after

@@ -208,6 +208,9 @@ pub enum RunEvent {
         root: PathBuf,
         /// The git top and base branch, when the project is a repository.
         git: Option<(PathBuf, String)>,
+        /// Why a project in a repository runs without git (a detached HEAD).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        without_git: Option<String>,
         /// Tasks worked on at once.
         max_parallel: usize,
         /// The resume file an abnormal stop left, if any.
@@ -465,6 +468,13 @@ impl Supervisor {
             root: ws.root.clone(),
             git: match (&self.repo, &self.base) {
                 (Some(r), Some(b)) => Some((r.top.clone(), b.clone())),
+                _ => None,
+            },
+            without_git: match (&self.repo, &self.base) {
+                (Some(r), None) => Some(format!(
+                    "the repository {} is on a detached HEAD: tasks work in the project directory and the git phases are skipped; check out a branch to give each task a worktree",
+                    r.top.display()
+                )),
                 _ => None,
             },
             max_parallel: self.opts.max_parallel,

@@ -261,14 +261,20 @@ impl Repo {
     }
 
     /// The branch `branch` started from, as [`Repo::ensure_worktree`] recorded it when it
-    /// made the branch (`None` for a branch made otherwise, or by an older Warden).
+    /// made the branch: `None` for a branch made otherwise (or by an older Warden), and
+    /// when the recorded branch no longer exists (renamed or deleted since), so the
+    /// caller falls back to the branch checked out.
     pub fn recorded_base(&self, branch: &str) -> Result<Option<String>, GitError> {
         check_rev(branch)?;
         let out = run(&self.top, &[], ["config", "--get", &base_key(branch)])?;
-        match out.code {
-            Some(0) => Ok(Some(text(&out.stdout)).filter(|b| check_rev(b).is_ok())),
-            Some(1) => Ok(None),
-            _ => Err(out.failure()),
+        let base = match out.code {
+            Some(0) => Some(text(&out.stdout)).filter(|b| check_rev(b).is_ok()),
+            Some(1) => None,
+            _ => return Err(out.failure()),
+        };
+        match base {
+            Some(b) if self.branch_has_commit(&b)? => Ok(Some(b)),
+            _ => Ok(None),
         }
     }
 }
@@ -1272,6 +1278,9 @@ mod tests {
             Some("other")
         );
         assert_eq!(f.repo.recorded_base("main").unwrap(), None);
+        // A base renamed since is no longer named: the caller takes the checked-out one.
+        git_ok(&f.repo.top, ["branch", "--quiet", "-m", "other", "renamed"]);
+        assert_eq!(f.repo.recorded_base("warden/t").unwrap(), None);
         remove_worktree(&f.repo, &wt).unwrap();
         git_ok(&f.repo.top, ["branch", "--quiet", "-D", "warden/t"]);
         assert_eq!(f.repo.recorded_base("warden/t").unwrap(), None);

@@ -363,6 +363,22 @@ pub fn link_task_file(worktree: &Path, task_file: &Path) -> Result<(), GitError>
     if std::fs::read_link(&link).is_ok_and(|t| t == target) {
         return Ok(());
     }
+    // A regular file in the link's place is an agent's text written by replacing the
+    // link (an editor that saves through a rename): kept beside it, not overwritten.
+    if std::fs::symlink_metadata(&link).is_ok_and(|m| m.is_file()) {
+        let kept = dir.join("TASK.md.replaced-link");
+        std::fs::rename(&link, &kept).map_err(|source| GitError::Io {
+            action: "keep",
+            path: link.clone(),
+            source,
+        })?;
+        eprintln!(
+            "warning: {} was a file, not the link to {}: kept as {}",
+            link.display(),
+            target.display(),
+            kept.display()
+        );
+    }
     // Make the new link beside the old one and rename it over, so the link is never
     // missing for an agent that reads it meanwhile.
     let tmp = dir.join(format!(".TASK.md.{}.tmp", std::process::id()));
@@ -1469,6 +1485,15 @@ mod tests {
         assert_eq!(std::fs::read_link(&link).unwrap(), moved);
         link_task_file(&wt, &target).unwrap();
         assert_eq!(read(&link), b"---\nid: x\n---\n");
+        // A file written in the link's place is kept beside the new link, not lost.
+        std::fs::remove_file(&link).unwrap();
+        write(&link, "## Handoff\nwritten through a rename\n");
+        link_task_file(&wt, &target).unwrap();
+        assert_eq!(std::fs::read_link(&link).unwrap(), target);
+        assert_eq!(
+            read(&wt.join(".warden/TASK.md.replaced-link")),
+            b"## Handoff\nwritten through a rename\n"
+        );
         // The project's own TASK.md files are committed; the link never is.
         write(&wt.join("TASK.md"), "changed by the agent\n");
         write(&wt.join("docs/TASK.md"), "changed too\n");

@@ -83,8 +83,11 @@ fn has_worktree(eng: &Engine, t: &Task) -> bool {
 /// merged, and the task went to done without it). `Err` names what cannot be repaired.
 fn worktree_ready(eng: &Engine, t: &Task) -> Result<bool, String> {
     let wt = eng.ws.worktree(t.id());
-    if has_worktree(eng, t) || !wt.is_dir() {
-        return Ok(has_worktree(eng, t));
+    if has_worktree(eng, t) {
+        return Ok(true);
+    }
+    if !wt.is_dir() {
+        return Ok(false);
     }
     match Repo::discover(&eng.ws.root) {
         Ok(Some(repo)) => repo

@@ -121,6 +121,29 @@ impl Project {
         self.cmd(args).output().unwrap()
     }
 
+    /// `warden ARGS` (a run, say), which must end within `limit`: one that does not
+    /// fails the test instead of hanging it.
+    pub(crate) fn run_within(&self, args: &[&str], limit: Duration) -> Output {
+        let child = self
+            .cmd(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        crate::hostile::finish(child, limit, &format!("warden {}", args.join(" ")))
+    }
+
+    /// `warden doctor`'s line for `check` (`git`, `agent`, …).
+    pub(crate) fn doctor_check(&self, check: &str) -> Value {
+        let o = self.cmd(&["--json", "doctor"]).output().unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["check"] == check))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     pub(crate) fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
         assert!(
@@ -695,13 +718,7 @@ fn a_repository_without_a_commit_is_refused_before_the_run_starts() {
     p.ok(&["init"]);
     p.ok(&["task", "create", "a", "--work", "true"]);
     let before = p.task("a");
-    let child = p
-        .cmd(&["run", "--until-idle"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = crate::hostile::finish(child, Duration::from_secs(60), "warden run --until-idle");
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     let first = err.lines().next().unwrap_or_default();
@@ -713,14 +730,8 @@ fn a_repository_without_a_commit_is_refused_before_the_run_starts() {
     );
     assert_eq!(p.task("a"), before, "nothing stored changed");
     assert!(!p.root.join(".warden/worktrees").exists());
-    let doctor = p.cmd(&["--json", "doctor"]).output().unwrap();
-    let checks: Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    let git_check = checks["checks"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["check"] == "git"))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(git_check["status"], "problem", "{checks}");
+    let git_check = p.doctor_check("git");
+    assert_eq!(git_check["status"], "problem", "{git_check}");
     git(&p.root, &["commit", "-q", "--allow-empty", "-m", "first"]);
     assert_eq!(p.until_idle(), 0);
     assert_eq!(p.task("a")["status"], "done");
@@ -734,13 +745,7 @@ fn a_detached_head_runs_without_git_and_says_so() {
     let p = Project::new("process");
     git(&p.root, &["checkout", "-q", "--detach"]);
     p.ok(&["task", "create", "d", "--work", "echo d > d.txt"]);
-    let child = p
-        .cmd(&["run", "--until-idle"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = crate::hostile::finish(child, Duration::from_secs(60), "warden run --until-idle");
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(
@@ -753,20 +758,14 @@ fn a_detached_head_runs_without_git_and_says_so() {
         p.root.join("d.txt").exists(),
         "the work ran in the project directory"
     );
-    let doctor = p.cmd(&["--json", "doctor"]).output().unwrap();
-    let checks: Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    let git_check = checks["checks"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["check"] == "git"))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(git_check["status"], "warning", "{checks}");
+    let git_check = p.doctor_check("git");
+    assert_eq!(git_check["status"], "warning", "{git_check}");
     assert!(
         git_check["detail"]
             .as_str()
             .unwrap_or_default()
             .contains("detached HEAD"),
-        "{checks}"
+        "{git_check}"
     );
 }
 
@@ -782,13 +781,7 @@ fn a_step_that_keeps_failing_waits_between_tries_and_ends_the_run_named() {
     p.ok(&["task", "create", "b", "--work", "true"]);
     std::fs::create_dir_all(p.root.join(".warden/worktrees")).unwrap();
     std::fs::write(p.root.join(".warden/worktrees/a"), "in the way\n").unwrap();
-    let child = p
-        .cmd(&["--json", "run", "--until-idle"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = crate::hostile::finish(child, Duration::from_secs(120), "warden run --until-idle");
+    let o = p.run_within(&["--json", "run", "--until-idle"], Duration::from_secs(120));
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(7), "{out}");
     let events: Vec<Value> = out
@@ -1138,13 +1131,7 @@ fn an_adopted_tmux_session_is_held_to_its_output_limit() {
     first.kill().unwrap();
     first.wait().unwrap();
     std::fs::write(p.root.join("go"), "").unwrap();
-    let second = p
-        .cmd(&["run", "--until-idle"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = crate::hostile::finish(second, Duration::from_secs(120), "the second warden run");
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));
     assert_eq!(
         o.status.code(),
         Some(7),

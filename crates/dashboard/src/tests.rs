@@ -718,30 +718,26 @@ fn detail_view_and_supervisor_header() {
     app.set_supervisors(Vec::new());
     let screen = draw(&app, 100, 30);
     assert!(screen.contains("○ no supervisor: `warden run`"), "{screen}");
-    app.set_supervisors(vec![warden_app::status::SupervisorView {
-        owner: "box:4242:1".into(),
-        host: "box".into(),
-        pid: 4242,
-        alive: Some(true),
-        started_at: None,
-        tasks: vec![id("api")],
-        failing: Vec::new(),
-    }]);
+    // A supervisor of this machine holding api, with these failing tasks.
+    let alive = |failing| {
+        vec![warden_app::status::SupervisorView {
+            owner: "box:4242:1".into(),
+            host: "box".into(),
+            pid: 4242,
+            alive: Some(true),
+            started_at: None,
+            tasks: vec![id("api")],
+            failing,
+        }]
+    };
+    app.set_supervisors(alive(Vec::new()));
     assert!(draw(&app, 100, 30).contains("● supervisor pid 4242"));
     assert!(!draw(&app, 100, 30).contains("steps failing"));
-    app.set_supervisors(vec![warden_app::status::SupervisorView {
-        owner: "box:4242:1".into(),
-        host: "box".into(),
-        pid: 4242,
-        alive: Some(true),
-        started_at: None,
-        tasks: vec![id("api")],
-        failing: vec![warden_app::supervisor::StepFailure {
-            task: id("api"),
-            tries: 3,
-            error: "api: cannot prepare the worktree".into(),
-        }],
-    }]);
+    app.set_supervisors(alive(vec![warden_app::supervisor::StepFailure {
+        task: id("api"),
+        tries: 3,
+        error: "api: cannot prepare the worktree".into(),
+    }]));
     let screen = draw(&app, 120, 30);
     assert!(
         screen.contains("● supervisor pid 4242 · ✗ steps failing: api (`warden status`)"),

@@ -26,6 +26,8 @@ use crate::board::{self, Board};
 
 /// How long the watcher sleeps on the change signal before it checks whether to stop.
 const WAIT: Duration = Duration::from_millis(250);
+/// How often the supervisors are looked at when nothing was committed.
+const SUPERVISORS_EVERY: Duration = Duration::from_secs(1);
 /// How often an open detail pane's files are looked at.
 const FILE_POLL: Duration = Duration::from_millis(250);
 /// The most of output.log sent at once: the tail on open, or what was appended.
@@ -112,6 +114,7 @@ pub fn start(ws: &Workspace, stop: Arc<AtomicBool>) -> Result<Arc<Live>, Failure
 }
 
 fn watch_loop(app: &App, live: &Live, mut seen: u64, stop: &AtomicBool) {
+    let mut looked = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let v = match app.eng.store.wait_for_change(seen, WAIT) {
             Ok(v) => v,
@@ -123,7 +126,11 @@ fn watch_loop(app: &App, live: &Live, mut seen: u64, stop: &AtomicBool) {
         };
         if v == seen {
             // A supervisor starts, stops or finds a step failing without a commit: its
-            // announcement is a file, looked at on every wait.
+            // announcement is a file, looked at once a second (with the leases, a query).
+            if looked.elapsed() < SUPERVISORS_EVERY {
+                continue;
+            }
+            looked = std::time::Instant::now();
             let board = live.latest();
             let now = board::supervisors(app);
             if now != board.summary.supervisors {

@@ -1182,6 +1182,82 @@ fn plan_sync_merges_a_finished_plan_whose_worktree_lost_its_git_file() {
     assert_eq!(git(&p.root, &["show", "main:built.txt"]), "built\n");
 }
 
+/// A runner whose steps keep failing for a cause of its own (here its `git` cannot add
+/// worktrees; on another machine, a full disk) lets go of the task once it gives up, and
+/// a runner where the cause does not hold finishes it. Before, the first runner kept the
+/// task's lease for as long as it ran, and the second waited on it.
+#[test]
+fn a_task_one_runner_keeps_failing_is_finished_by_another() {
+    let p = Project::new("process");
+    p.ok(&["task", "create", "t", "--work", "echo t > t.txt"]);
+    // A `git` that refuses to add worktrees and passes everything else on.
+    let bin_dir = p.root.join("broken-git");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let real_git = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let fake = bin_dir.join("git");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" worktree add \"*) echo 'fatal: no space left on device' >&2; exit 128;; esac\nexec {} \"$@\"\n",
+            real_git.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _first = Stop(
+        p.cmd(&["run"])
+            .env("PATH", &path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // It gives up: three failures in a row, under its announcement.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = p.json(&["status"]);
+        let tries = v["supervisors"][0]["failing"][0]["tries"]
+            .as_u64()
+            .unwrap_or(0);
+        if tries >= 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first runner never gave up: {v:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(p.task("t")["status"], "done");
+    assert_eq!(git(&p.root, &["show", "main:t.txt"]), "t\n");
+}
+
 /// The README's first command: `warden demo` runs its sample plan to the end, acting as
 /// the person on each run's outcome (exit 6: approve the review; exit 7: respawn the
 /// crashed worker), and ends 0 with every task where the plan's simulated agents lead it.

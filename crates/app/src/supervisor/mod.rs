@@ -753,13 +753,16 @@ impl Supervisor {
             })
             .map(|l| l.task)
             .collect();
-        // A failing task deleted, done or cancelled since (by a person, another runner)
-        // has nothing left to retry, and is no longer shown.
+        // A failing task deleted, done or cancelled since (by a person, another runner),
+        // or now another live runner's, has nothing left for this one to retry, and is no
+        // longer shown.
         let failing = self.failing.len();
         self.failing.retain(|id, _| {
-            self.board
-                .shown(id)
-                .is_some_and(|(s, _)| !matches!(s, Status::Done | Status::Cancelled))
+            !others.contains(id)
+                && self
+                    .board
+                    .shown(id)
+                    .is_some_and(|(s, _)| !matches!(s, Status::Done | Status::Cancelled))
         });
         if self.failing.len() != failing {
             self.announce_failing();
@@ -871,6 +874,12 @@ impl Supervisor {
                                 pass.busy = true;
                             } else {
                                 pass.gave_up.push(id.clone());
+                                // Another runner (another machine, where the cause may
+                                // not hold) may take it meanwhile; this one claims it
+                                // again for its next try if it is still free.
+                                if self.leased.contains_key(id) {
+                                    release.push(id.clone());
+                                }
                             }
                             let due = now.checked_add(left).unwrap_or(now);
                             pass.wake = Some(pass.wake.map_or(due, |w| w.min(due)));

@@ -1035,8 +1035,11 @@ impl Supervisor {
         if !socket.exists() {
             return;
         }
+        // One listing serves the output limits and, after the sweep's reports, the
+        // removal of dead panes (a pane that dies meanwhile is removed next time).
+        let panes = session::tmux_list(&socket).unwrap_or_default();
         let ws = self.app.ws();
-        let _ = session::tmux_end_floods(&socket, |task, _| {
+        session::tmux_end_floods(&socket, &panes, |task, _| {
             TaskId::new(task).ok().map(|id| ws.output_log(&id))
         });
         let exe = self.opts.warden_exe.clone();
@@ -1051,7 +1054,7 @@ impl Supervisor {
         });
         // Dead panes whose end is recorded are removed, so the server ends with its last
         // session instead of keeping their scrollback for ever.
-        for p in session::tmux_list(&socket).unwrap_or_default() {
+        for p in &panes {
             let (Some(t), Some(s)) = (&p.task_id, &p.session_id) else {
                 continue;
             };

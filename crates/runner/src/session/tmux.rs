@@ -429,16 +429,17 @@ pub(crate) fn list_panes(socket: &Path) -> Result<Vec<(TmuxPane, bool)>, Session
         .collect())
 }
 
-/// Ends every running pane whose session wrote more than its output limit to its log
-/// (`log_of(task, session)`), as the timer thread of the process that started it does:
-/// a supervisor that restarted has no such thread for the panes it adopted. Returns the
-/// names of the panes it ended.
+/// Ends every running pane of `panes` (as [`tmux_list`] gave them) whose session wrote
+/// more than its output limit to its log (`log_of(task, session)`), as the timer thread
+/// of the process that started it does: a supervisor that restarted has no such thread
+/// for the panes it adopted. Returns the names of the panes it ended.
 pub fn tmux_end_floods(
     socket: &Path,
+    panes: &[TmuxPane],
     log_of: impl Fn(&str, &str) -> Option<PathBuf>,
-) -> Result<Vec<String>, SessionError> {
+) -> Vec<String> {
     let mut ended = Vec::new();
-    for pane in tmux_list(socket)? {
+    for pane in panes {
         // A pane Warden already ends (its `@warden_why` is set) is left to that.
         let (Some((max, base)), Some(task), Some(session), false, None) = (
             pane.log_limit,
@@ -457,10 +458,10 @@ pub fn tmux_end_floods(
             && tmux_end(socket, &pane.name, &log_full_reason_of(max)).is_ok()
         {
             note(&log, &log_full_note_of(session, max));
-            ended.push(pane.name);
+            ended.push(pane.name.clone());
         }
     }
-    Ok(ended)
+    ended
 }
 
 /// Every pane on the server, sorted by session name. No server running means no panes.

@@ -14,6 +14,16 @@ pub(crate) fn bin() -> &'static Path {
 
 static N: AtomicUsize = AtomicUsize::new(0);
 
+/// A process started by [`Project::background`], killed with SIGKILL when dropped.
+pub(crate) struct Background(std::process::Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub(crate) struct Project {
     pub(crate) root: PathBuf,
     /// Extra environment for every `warden` this test runs.
@@ -131,6 +141,37 @@ impl Project {
             .spawn()
             .unwrap();
         crate::hostile::finish(child, limit, &format!("warden {}", args.join(" ")))
+    }
+
+    /// Reads `warden --json ARGS` until `want` holds of the answer, and returns it: the
+    /// state another process brings (a supervisor, a session) is looked for every 50 ms,
+    /// and one that does not come within a minute fails the test.
+    pub(crate) fn json_until(
+        &self,
+        args: &[&str],
+        what: &str,
+        want: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.json(args);
+            if want(&v) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "never {what}: {v:#}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts `c` (a `warden run`, say) in the background, its output dropped; it is
+    /// killed (SIGKILL) and reaped when the answer is dropped, whatever the test did.
+    pub(crate) fn background(&self, mut c: Command) -> Background {
+        Background(
+            c.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
     }
 
     /// `warden doctor`'s line for `check` (`git`, `agent`, …).
@@ -821,35 +862,9 @@ fn status_shows_a_task_whose_steps_keep_failing_until_it_is_fixed_or_cancelled()
     for id in ["a", "c"] {
         std::fs::write(p.root.join(".warden/worktrees").join(id), "in the way\n").unwrap();
     }
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let run = Stop(
-        p.cmd(&["run"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    // Waits, up to a deadline, until `status --json` shows what `want` looks for.
-    let status_until = |what: &str, want: &dyn Fn(&Value) -> bool| -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let v = p.json(&["status"]);
-            if want(&v) {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "status never showed {what}: {v:#}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    let run = p.background(p.cmd(&["run"]));
+    let status_until =
+        |what: &str, want: &dyn Fn(&Value) -> bool| p.json_until(&["status"], what, want);
     let failing = |v: &Value| -> Vec<String> {
         v["supervisors"][0]["failing"]
             .as_array()
@@ -899,15 +914,9 @@ fn a_task_merges_into_the_branch_it_started_from_when_the_person_switches() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !p.root.join(".warden/worktrees/b").is_dir() || p.task("b")["session"].is_null() {
-        assert!(
-            Instant::now() < deadline,
-            "b never started: {}",
-            p.task("b")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    p.json_until(&["task", "show", "b"], "b started", |t| {
+        !t["session"].is_null()
+    });
     git(&p.root, &["checkout", "-q", "-b", "other"]);
     std::fs::write(p.root.join("go"), "").unwrap();
     let o = crate::hostile::finish(child, Duration::from_secs(60), "warden run --until-idle");
@@ -1113,23 +1122,11 @@ fn an_adopted_tmux_session_is_held_to_its_output_limit() {
         "--work",
         r#"while [ ! -e "$WARDEN_DIR/go" ]; do sleep 0.05; done; yes"#,
     ]);
-    let mut first = p
-        .cmd(&["run"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while p.task("f")["session"].is_null() {
-        assert!(
-            Instant::now() < deadline,
-            "f never started: {}",
-            p.task("f")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    first.kill().unwrap();
-    first.wait().unwrap();
+    let first = p.background(p.cmd(&["run"]));
+    p.json_until(&["task", "show", "f"], "f started", |t| {
+        !t["session"].is_null()
+    });
+    drop(first); // kill -9
     std::fs::write(p.root.join("go"), "").unwrap();
     let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));
     assert_eq!(
@@ -1216,37 +1213,15 @@ fn a_task_one_runner_keeps_failing_is_finished_by_another() {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _first = Stop(
-        p.cmd(&["run"])
-            .env("PATH", &path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut first = p.cmd(&["run"]);
+    first.env("PATH", &path);
+    let _first = p.background(first);
     // It gives up: three failures in a row, under its announcement.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let v = p.json(&["status"]);
-        let tries = v["supervisors"][0]["failing"][0]["tries"]
+    p.json_until(&["status"], "the first runner gave up", |v| {
+        v["supervisors"][0]["failing"][0]["tries"]
             .as_u64()
-            .unwrap_or(0);
-        if tries >= 3 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the first runner never gave up: {v:#}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+            .is_some_and(|n| n >= 3)
+    });
     let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
     assert_eq!(
         o.status.code(),

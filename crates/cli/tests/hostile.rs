@@ -962,3 +962,45 @@ fn a_kept_state_md_that_is_a_fifo_or_a_link_is_not_read() {
         "nothing written through the link"
     );
 }
+
+#[test]
+fn a_request_naming_no_task_leaves_no_folder_behind() {
+    let ws = Workspace::new("ghost-ids");
+    ws.create("real", &["--work", "true"]);
+    let folders = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(ws.path(".warden/tasks"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let before = (folders(), snapshot(&ws));
+    ws.write("delta.json", r#"{"goals": ["g"]}"#);
+    for args in [
+        &["task", "update", "ghost1", "--status", "working"][..],
+        &["task", "complete", "ghost2"],
+        &["task", "exited", "ghost3", "--exit-code", "0"],
+        &["task", "retry", "ghost4"],
+        &["task", "approve", "ghost5"],
+        &["task", "reject", "ghost6", "--reason", "no"],
+        &["task", "cancel", "ghost7"],
+        &["task", "respawn", "ghost8"],
+        &["task", "spawn", "ghost9"],
+        &["memory", "merge", "ghost10", "delta.json"],
+    ] {
+        let o = ws.expect(args, 3);
+        assert_eq!(
+            err_line(&o),
+            format!(
+                "error: no task {}; list tasks with `warden task list`",
+                args[2]
+            ),
+            "{}",
+            describe(args, &o)
+        );
+    }
+    assert_eq!((folders(), snapshot(&ws)), before);
+}

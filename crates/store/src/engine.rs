@@ -507,6 +507,10 @@ impl Engine {
         };
         let opened = match open() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A task's folder is made at its first write; a request naming no task
+                // leaves nothing behind (a typo or a hostile caller would otherwise leave
+                // a folder per id it tried).
+                self.get(id)?;
                 files::create_dir(&self.ws.dir, &dir)?;
                 open()
             }

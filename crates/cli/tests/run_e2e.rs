@@ -894,6 +894,95 @@ fn status_shows_a_task_whose_steps_keep_failing_until_it_is_fixed_or_cancelled()
     drop(run);
 }
 
+/// `plan apply` cannot remove a task whose session runs: the session went on working on
+/// a task nobody could see or stop, and its runner renewed the lease of a task that was
+/// gone for as long as it ran. A task the runner holds without a session (here while its
+/// prechecks run) may be removed, and its lease goes with it.
+#[test]
+fn plan_apply_cannot_remove_a_task_whose_session_runs() {
+    let p = Project::new("process");
+    let wait_for = |file: &str| {
+        let path = p.root.join(file);
+        format!("while [ ! -e '{}' ]; do sleep 0.05; done", path.display())
+    };
+    p.ok(&["task", "create", "top", "--work", "true"]);
+    p.ok(&[
+        "task",
+        "create",
+        "s",
+        "--parent",
+        "top",
+        "--work",
+        &wait_for("go-s"),
+    ]);
+    p.ok(&[
+        "task",
+        "create",
+        "f",
+        "--parent",
+        "top",
+        "--work",
+        "true",
+        "--prechecks",
+        &wait_for("go-f"),
+    ]);
+    p.ok(&[
+        "task", "create", "k", "--parent", "top", "--work", "true", "--order", "9",
+    ]);
+    // Two at a time: s and f run, k (last in tree order) waits.
+    let run = p.background(p.cmd(&["run", "--max-parallel", "2"]));
+    let held = |v: &Value| -> Vec<String> {
+        v["supervisors"][0]["tasks"]
+            .as_array()
+            .map(|a| a.iter().map(|t| t.as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default()
+    };
+    p.json_until(&["status"], "s and f held", |v| held(v) == ["f", "s"]);
+    p.json_until(&["task", "show", "s"], "s's session", |t| {
+        !t["session"].is_null()
+    });
+    let tree: Value = p.json(&["plan", "export"]);
+    let without = |gone: &str| {
+        let mut t = tree.clone();
+        t["tasks"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["id"] != gone);
+        std::fs::write(p.root.join("tree.json"), t.to_string()).unwrap();
+    };
+    let apply = [
+        "plan",
+        "apply",
+        "tree.json",
+        "--selected",
+        "k",
+        "--status",
+        "retry",
+    ];
+    without("s");
+    let o = p.run(&apply);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim_end(),
+        "refused: task s has a live session (s-worker-1) and cannot be removed; cancel it first (warden task cancel s), or put it back in the plan"
+    );
+    assert_eq!(p.json(&["plan", "export"]), tree, "nothing changed");
+    // f runs no session (its prechecks run): it may go, and once its step is over the
+    // runner lets go of its lease.
+    without("f");
+    p.ok(&apply);
+    std::fs::write(p.root.join("go-f"), "").unwrap();
+    p.json_until(&["status"], "f no longer held", |v| held(v) == ["s"]);
+    std::fs::write(p.root.join("go-s"), "").unwrap();
+    p.json_until(&["task", "show", "s"], "s done", |t| t["status"] == "done");
+    drop(run);
+}
+
 /// A task merges back into the branch it started from: the run announced "base branch
 /// main", and a person who checks out another branch while the task works keeps that
 /// branch and their checkout as they were (the task's work went into whatever was

@@ -788,6 +788,18 @@ impl Supervisor {
             }
         }
         looked.extend(self.app.eng.store.get_many(&fetch).map_err(Failure::from)?);
+        // A task held but no longer stored (a `plan apply` removed it between steps):
+        // nothing is left to do for it, so its lease goes instead of being renewed for
+        // as long as the run lasts.
+        let vanished: Vec<TaskId> = self
+            .leased
+            .keys()
+            .filter(|id| !self.jobs.contains_key(*id) && !looked.iter().any(|t| t.id() == *id))
+            .cloned()
+            .collect();
+        for id in &vanished {
+            self.release(id);
+        }
         // The pending leaves that may start: the first in tree order that nobody works on.
         let threads = MAX_STEP_THREADS.saturating_sub(self.jobs.len());
         let ready = self

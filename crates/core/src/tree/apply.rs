@@ -186,6 +186,17 @@ pub enum ApplyError {
     /// A node that has passed is missing from the file.
     #[error("task {0} has passed and cannot be removed; put it back in the plan")]
     PassedRemoved(TaskId),
+    /// A node whose session runs is missing from the file: removing it would leave the
+    /// session working on a task nobody can see, stop or merge.
+    #[error(
+        "task {id} has a live session ({session}) and cannot be removed; cancel it first (warden task cancel {id}), or put it back in the plan"
+    )]
+    LiveRemoved {
+        /// The task.
+        id: TaskId,
+        /// Its live session.
+        session: String,
+    },
     /// A node that has passed has a different parent.
     #[error("task {id} has passed and cannot move (parent {} → {}); restore its parent", Opt(.from), Opt(.to))]
     PassedMoved {
@@ -472,6 +483,19 @@ pub fn apply_state_updates(
         .filter(|(_, j)| **j == NONE)
         .map(|(t, _)| t.id().clone())
         .collect();
+    // A removed task whose session runs would leave that session working on a task
+    // nobody can see, stop or merge (and its runner holding a lease on nothing).
+    if let Some((t, session)) = prev
+        .iter()
+        .zip(&next_of)
+        .filter(|(_, j)| **j == NONE)
+        .find_map(|(t, _)| t.live_session().map(|s| (t, s)))
+    {
+        return Err(ApplyError::LiveRemoved {
+            id: t.id().clone(),
+            session: session.to_owned(),
+        });
+    }
 
     // The stored runner fields, to list the nodes whose fields the apply changes.
     let stored: Vec<(bool, u32)> = state.iter().map(|s| (s.1, s.2)).collect();

@@ -848,6 +848,65 @@ fn a_step_that_keeps_failing_waits_between_tries_and_ends_the_run_named() {
     assert_eq!(p.task("b")["status"], "done");
 }
 
+/// A process session whose host could not report its end (here `warden.toml` broke
+/// while it ran) is seen by the run anyway: the end leaves no commit to wake it, and the
+/// run waited for the phase timeout (an hour) with nothing said. Now it looks at open
+/// sessions every few seconds, reports the end itself (failing, named, while the file is
+/// broken), and once the file is fixed the recorded exit code is reported.
+#[test]
+fn a_session_end_its_host_could_not_report_is_seen_by_the_run() {
+    let p = Project::new("process");
+    let go = p.root.join("go");
+    p.ok(&[
+        "task",
+        "create",
+        "s",
+        "--work",
+        &format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display()),
+    ]);
+    let child = p
+        .cmd(&["--json", "run", "--until-idle"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    p.json_until(&["task", "show", "s"], "s's session", |t| {
+        !t["session"].is_null()
+    });
+    let config = p.root.join(".warden/warden.toml");
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{good}\ngarbage = = =\n")).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let o = crate::hostile::finish(child, Duration::from_secs(120), "warden run --until-idle");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(7), "{out}");
+    let idle: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(idle["failing"][0]["task"], "s", "{idle}");
+    assert!(
+        idle["failing"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("warden.toml") && e.contains("TOML parse error")),
+        "{idle}"
+    );
+    std::fs::write(&config, good).unwrap();
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(p.task("s")["status"], "done");
+    let history = p.ok(&["--json", "history", "s"]);
+    assert!(
+        history.lines().any(|l| {
+            let e: Value = serde_json::from_str(l).unwrap();
+            e["type"] == "session.exited" && e["data"]["exit_code"] == 0
+        }),
+        "{history}"
+    );
+}
+
 /// While `warden run` goes on trying a task whose steps keep failing, `warden status`
 /// names it and its error under the supervisor (it was "Needs you: nothing" and
 /// "Running: nothing" before). Once the person removes the cause the next try works,

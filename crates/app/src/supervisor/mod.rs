@@ -260,6 +260,12 @@ const MAX_STEP_THREADS: usize = 8;
 /// How often tmux panes are swept for exits their hooks missed.
 const SWEEP: Duration = Duration::from_millis(500);
 
+/// How often, while process sessions are open, a pass looks at them even though nothing
+/// was committed: a host whose report of the end failed (a broken `warden.toml`, a store
+/// it could not write) or that was killed leaves no commit behind, and the session's end
+/// would otherwise be seen only at its phase timeout.
+const LOOK_AT_SESSIONS: Duration = Duration::from_secs(2);
+
 /// How often, at most, a run whose steps finished hands the memory they freed back to
 /// the operating system. glibc keeps it in the step threads' arenas, and a supervisor
 /// running thousands of sessions crept by about 0.75 KB per task without this; a trim
@@ -493,6 +499,8 @@ impl Supervisor {
         let mut last_version = u64::MAX;
         let mut last_active: Vec<(TaskId, Status, String)> = Vec::new();
         let mut last_sweep = Instant::now() - SWEEP;
+        let mut last_pass = Instant::now();
+        let mut sessions_open = false;
         let mut wake: Option<Timestamp> = None;
         loop {
             if self.stop.load(Ordering::SeqCst) {
@@ -506,8 +514,12 @@ impl Supervisor {
             let version = self.app.eng.store.data_version().map_err(Failure::from)?;
             let due = wake.is_some_and(|w| Timestamp::now() >= w);
             let sweep_due = self.opts.mode == Mode::Tmux && last_sweep.elapsed() >= SWEEP;
-            if version != last_version || finished || due || sweep_due {
+            let look_due = self.opts.mode == Mode::Process
+                && sessions_open
+                && last_pass.elapsed() >= LOOK_AT_SESSIONS;
+            if version != last_version || finished || due || sweep_due || look_due {
                 last_version = version;
+                last_pass = Instant::now();
                 if sweep_due {
                     last_sweep = Instant::now();
                     self.sweep_tmux();
@@ -519,6 +531,10 @@ impl Supervisor {
                 self.report_moves(changes, on_event);
                 let pass = self.pass(on_event)?;
                 wake = pass.wake;
+                sessions_open = pass
+                    .looked
+                    .iter()
+                    .any(|t| t.open_sessions().next().is_some());
                 let active = self.active(&pass.looked);
                 let key: Vec<(TaskId, Status, String)> = active
                     .iter()
@@ -572,6 +588,9 @@ impl Supervisor {
                 timeout.min((self.opts.lease_ttl / 3).saturating_sub(self.last_renew.elapsed()));
             if self.opts.mode == Mode::Tmux {
                 timeout = timeout.min(SWEEP.saturating_sub(last_sweep.elapsed()));
+            }
+            if self.opts.mode == Mode::Process && sessions_open {
+                timeout = timeout.min(LOOK_AT_SESSIONS.saturating_sub(last_pass.elapsed()));
             }
             if let Some(w) = wake {
                 let left = Timestamp::now().duration_until(w);

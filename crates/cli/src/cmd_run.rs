@@ -127,14 +127,18 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
     })?;
     display.clear(tty);
     if !json {
-        let p = app.progress()?;
-        log_line(&format!(
-            "{} {}% ({} of {} leaves pass)",
-            p.bar(),
-            p.percentage(),
-            p.complete,
-            p.total
-        ));
+        // The run's work is over: a store that cannot be read now costs the last line,
+        // not the run's answer.
+        match app.progress() {
+            Ok(p) => log_line(&format!(
+                "{} {}% ({} of {} leaves pass)",
+                p.bar(),
+                p.percentage(),
+                p.complete,
+                p.total
+            )),
+            Err(e) => log_line(&format!("(progress not shown: {})", e.headline())),
+        }
     }
     match idle {
         Some(Idle { code, .. }) if code != ExitCode::Ok => {
@@ -185,6 +189,13 @@ fn describe(ev: &RunEvent) -> Option<String> {
             Some(n) => format!("{task}: {} (trying again in {n} s)", failure.headline()),
             None => format!("{task}: {}", failure.headline()),
         },
+        RunEvent::StoreFailed {
+            failure,
+            retry_in_s,
+        } => format!(
+            "{} (the store; sessions go on; trying again in {retry_in_s} s)",
+            failure.headline()
+        ),
         RunEvent::Outcome(o) => outcome_line(o),
         RunEvent::Active { .. } => return None,
         RunEvent::Stopping => {

@@ -325,6 +325,80 @@ fn a_runner_whose_lease_was_taken_over_is_refused_on_its_next_write() {
     run_ok(root, url, &["check"]);
 }
 
+/// A store that cannot be reached for a while (a server restart, a failover): the run
+/// says so and tries again, its session goes on, the session's end (which its host could
+/// not report) is reported once the store answers, and the run finishes. It had ended at
+/// the first failed read with exit 5, and the run's last line failed on the connection
+/// the server had ended.
+#[test]
+fn a_run_rides_out_a_store_outage() {
+    let Some(db) = testing::database("pg_runners::a_run_rides_out_a_store_outage") else {
+        return;
+    };
+    let url = db.url.as_str();
+    let ws = crate::common::Workspace::bare("pg-outage");
+    let root = &ws.root;
+    run_ok(root, url, &["init"]);
+    let go = root.join("go");
+    let work = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    run_ok(root, url, &["task", "create", "s", "--work", &work]);
+    let log = root.join("run.log");
+    let f = std::fs::File::create(&log).unwrap();
+    let child = pg(root, url)
+        .args(["run", "--until-idle"])
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .expect("start warden run");
+    let store = PgStore::open(url, 5000).unwrap();
+    let id = warden_core::model::TaskId::new("s").unwrap();
+    wait_until(Duration::from_secs(60), "s's session", || {
+        store
+            .get(&id)
+            .unwrap()
+            .is_some_and(|t| t.live_session().is_some())
+    });
+    drop(store);
+    // The outage: no new session on the database, and every open one ended.
+    let mut admin = db.admin_client();
+    let name = db.name();
+    admin
+        .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false"))
+        .unwrap();
+    admin
+        .query(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1",
+            &[&name],
+        )
+        .unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "the run to say the store failed",
+        || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("(the store; sessions go on; trying again in")
+        },
+    );
+    // The session ends meanwhile; its host cannot report it.
+    std::fs::write(&go, "").unwrap();
+    let session_log = root.join(".warden/tasks/s/output.log");
+    wait_until(Duration::from_secs(60), "the host's failed report", || {
+        std::fs::read_to_string(&session_log)
+            .unwrap_or_default()
+            .contains("exit report for task s session s-worker-1 failed")
+    });
+    admin
+        .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
+        .unwrap();
+    let rc = wait_for(child, Duration::from_secs(120), "the run", &log);
+    let out = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("✓ s done"), "{out}");
+    assert!(out.contains("100% (1 of 1 leaves pass)"), "{out}");
+    run_ok(root, url, &["check"]);
+}
+
 /// The refusals of `hostile` on PostgreSQL: nothing stored, where PostgreSQL's text type
 /// used to turn a NUL character into a storage error (exit 5).
 #[test]

@@ -10,7 +10,7 @@
 
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
@@ -172,7 +172,18 @@ pub struct PgStore {
     password: Option<String>,
     listening: Cell<bool>,
     statements: RefCell<HashMap<&'static str, Statement>>,
+    /// When the connection was last asked for.
+    last_used: Cell<Instant>,
+    /// A connection unused this long is checked before its next use.
+    idle_check: Duration,
 }
+
+/// A connection unused this long is checked before its next use (see `PgStore::client`):
+/// a process that works keeps its connection busy and never pays for the check.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// How long that check waits for the server's answer.
+const VALID_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -272,15 +283,23 @@ impl PgStore {
             password,
             listening: Cell::new(false),
             statements: RefCell::new(HashMap::new()),
+            last_used: Cell::new(Instant::now()),
+            idle_check: IDLE_CHECK,
         };
         store.migrate()?;
         Ok(store)
     }
 
-    /// The connection, reconnected first when the server closed it.
+    /// The connection, reconnected first when the server closed it. A connection idle
+    /// for [`IDLE_CHECK`] is asked first whether it still works (an empty query, one
+    /// round trip): a server that restarted, failed over or ended this session
+    /// (`pg_terminate_backend`) meanwhile said so on a socket nobody read, and a
+    /// long-lived process (`warden run`, the console) reconnects here instead of failing
+    /// its next request with the closed connection's error.
     fn client(&self) -> Result<RefMut<'_, Client>, StoreError> {
         let mut c = self.client.borrow_mut();
-        if c.is_closed() {
+        let idle = self.last_used.replace(Instant::now()).elapsed() >= self.idle_check;
+        if c.is_closed() || idle && c.is_valid(VALID_TIMEOUT).is_err() {
             *c = connect(
                 &self.config,
                 self.lock_timeout_ms,
@@ -291,6 +310,13 @@ impl PgStore {
             self.listening.set(false);
         }
         Ok(c)
+    }
+
+    /// Checks the connection before every use, idle or not (tests of the reconnection,
+    /// which then need not wait out [`IDLE_CHECK`]).
+    #[cfg(feature = "testing")]
+    pub fn check_before_every_use(&mut self) {
+        self.idle_check = Duration::ZERO;
     }
 
     /// A prepared statement, prepared once per connection.
@@ -1391,6 +1417,20 @@ pub mod testing {
     }
 
     impl TestDb {
+        /// A client on the server's own database, for what cannot be done from inside
+        /// the test database (closing it to new connections, say).
+        pub fn admin_client(&self) -> Client {
+            super::parse_url(&self.admin)
+                .expect("admin url")
+                .connect(NoTls)
+                .expect("connect to the test server")
+        }
+
+        /// The test database's name.
+        pub fn name(&self) -> &str {
+            &self.name
+        }
+
         /// A plain client on the test database, for tests that poke at rows directly.
         pub fn client(&self) -> Client {
             super::parse_url(&self.url)

@@ -716,3 +716,40 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A long-lived PostgreSQL store (an MCP server's, the console's) whose server ended its
+/// session while it was idle (a restart, a failover, `pg_terminate_backend`) reconnects
+/// at its next request instead of failing it with the closed connection's error. The
+/// check runs after a second of idleness; here before every use.
+#[test]
+fn postgres_reconnects_after_the_server_ended_its_session() {
+    let test = "conformance::postgres_reconnects_after_the_server_ended_its_session";
+    let Some(db) = warden_store::postgres::testing::database(test) else {
+        return;
+    };
+    let mut store = warden_store::postgres::PgStore::open(&db.url, 5000).unwrap();
+    store.check_before_every_use();
+    create_all(&store, &["a"]);
+    let v = store.data_version().unwrap();
+    let mut admin = db.client();
+    let end_others = |admin: &mut ::postgres::Client| {
+        // Waits (up to 10 s) until each ended session's process is gone.
+        let ended: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity, pg_terminate_backend(pid, 10000) AS t
+                 WHERE datname = current_database() AND pid <> pg_backend_pid() AND t",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(ended, 1, "the store's one session was ended");
+    };
+    end_others(&mut admin);
+    let a = store.get(&TaskId::new("a").unwrap()).unwrap();
+    assert!(a.is_some());
+    end_others(&mut admin);
+    assert_eq!(
+        store.wait_for_change(v, Duration::from_millis(10)).unwrap(),
+        v
+    );
+}

@@ -241,6 +241,15 @@ pub enum RunEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         retry_in_s: Option<u64>,
     },
+    /// The store could not be read or written (the server restarted, the disk is
+    /// full): the run tries again after `retry_in_s`, and gives up (exit 5) when it has
+    /// failed for five minutes in a row. Sessions go on meanwhile.
+    StoreFailed {
+        /// What failed.
+        failure: Failure,
+        /// The next try is this far off.
+        retry_in_s: u64,
+    },
     /// Something happened that a person may act on.
     Outcome(Outcome),
     /// The tasks being worked on changed.
@@ -384,6 +393,37 @@ struct Pass {
     gave_up: Vec<TaskId>,
 }
 
+/// What the run's loop carries from one turn to the next.
+struct Turns {
+    /// The store's data version at the last pass.
+    last_version: u64,
+    /// The tasks worked on at the last pass (to tell the front end only of changes).
+    last_active: Vec<(TaskId, Status, String)>,
+    /// The last tmux sweep.
+    last_sweep: Instant,
+    /// The last pass.
+    last_pass: Instant,
+    /// The last pass saw an open session.
+    sessions_open: bool,
+    /// The earliest time the scheduler asked to look again.
+    wake: Option<Timestamp>,
+}
+
+/// How a turn of the run's loop ended.
+enum Turn {
+    /// Go on.
+    Again,
+    /// The run ends: on a signal (`None`), or idle with `--until-idle`.
+    End(Option<Idle>),
+}
+
+/// How long the store may fail in a row before the run gives up (exit 5): a
+/// PostgreSQL restart or failover takes seconds to a minute.
+const STORE_GIVE_UP: Duration = Duration::from_secs(300);
+
+/// The longest wait between tries while the store fails.
+const STORE_RETRY_MAX: Duration = Duration::from_secs(30);
+
 /// Pending tasks offered as spares per free slot, for starts another runner takes first.
 const SPARES_PER_SLOT: usize = 2;
 
@@ -496,113 +536,147 @@ impl Supervisor {
         })
         .map_err(Failure::from)?;
         self.watch = watch;
-        let mut last_version = u64::MAX;
-        let mut last_active: Vec<(TaskId, Status, String)> = Vec::new();
-        let mut last_sweep = Instant::now() - SWEEP;
-        let mut last_pass = Instant::now();
-        let mut sessions_open = false;
-        let mut wake: Option<Timestamp> = None;
+        let mut t = Turns {
+            last_version: u64::MAX,
+            last_active: Vec::new(),
+            last_sweep: Instant::now() - SWEEP,
+            last_pass: Instant::now(),
+            sessions_open: false,
+            wake: None,
+        };
+        // A store that cannot be reached (a PostgreSQL restart or failover, a disk that
+        // filled) stops the run only if it stays so for STORE_GIVE_UP: the run says so
+        // and tries again, its sessions go on meanwhile, and their ends are looked at
+        // once the store answers.
+        let mut outage: Option<(Instant, u32)> = None;
         loop {
-            if self.stop.load(Ordering::SeqCst) {
-                self.release_all();
-                let looked = self.in_flight_tasks();
-                self.write_continue(&looked, "interrupted by a signal");
-                on_event(RunEvent::Stopping);
-                return Ok(None);
-            }
-            let finished = self.reap(on_event);
-            let version = self.app.eng.store.data_version().map_err(Failure::from)?;
-            let due = wake.is_some_and(|w| Timestamp::now() >= w);
-            let sweep_due = self.opts.mode == Mode::Tmux && last_sweep.elapsed() >= SWEEP;
-            let look_due = self.opts.mode == Mode::Process
-                && sessions_open
-                && last_pass.elapsed() >= LOOK_AT_SESSIONS;
-            if version != last_version || finished || due || sweep_due || look_due {
-                last_version = version;
-                last_pass = Instant::now();
-                if sweep_due {
-                    last_sweep = Instant::now();
-                    self.sweep_tmux();
-                }
-                let changes = self
-                    .board
-                    .update(&*self.app.eng.store)
-                    .map_err(Failure::from)?;
-                self.report_moves(changes, on_event);
-                let pass = self.pass(on_event)?;
-                wake = pass.wake;
-                sessions_open = pass
-                    .looked
-                    .iter()
-                    .any(|t| t.open_sessions().next().is_some());
-                let active = self.active(&pass.looked);
-                let key: Vec<(TaskId, Status, String)> = active
-                    .iter()
-                    .map(|a| (a.id.clone(), a.status, a.what.clone()))
-                    .collect();
-                if key != last_active {
-                    last_active = key;
-                    self.write_continue(
-                        &pass.looked,
-                        "the run was killed (kill -9, a crash or a lost machine)",
-                    );
-                    on_event(RunEvent::Active { tasks: active });
-                }
-                if self.opts.until_idle && !pass.busy && self.jobs.is_empty() {
-                    self.release_all();
-                    self.end_tmux();
-                    if std::fs::remove_file(ws.continue_md()).is_ok() {
-                        // STATE.md names the resume file while there is one.
-                        self.app.eng.sync_state_md();
+            match self.turn(&mut t, on_event) {
+                Ok(Turn::Again) => outage = None,
+                Ok(Turn::End(idle)) => return Ok(idle),
+                Err(f) if f.code == ExitCode::Internal => {
+                    let (since, tries) = outage.get_or_insert((Instant::now(), 0));
+                    *tries += 1;
+                    if since.elapsed() >= STORE_GIVE_UP {
+                        return Err(f);
                     }
-                    let failing: Vec<StepFailure> = pass
-                        .gave_up
-                        .iter()
-                        .filter_map(|id| self.failing.get(id).map(|f| f.shown(id)))
-                        .collect();
-                    let idle = idle_summary(&self.board, failing);
-                    on_event(RunEvent::Idle(idle.clone()));
-                    return Ok(Some(idle));
+                    let wait = Failing::backoff(*tries).min(STORE_RETRY_MAX);
+                    on_event(RunEvent::StoreFailed {
+                        failure: f,
+                        retry_in_s: wait.as_secs(),
+                    });
+                    // Everything is looked at again once the store answers.
+                    t.last_version = u64::MAX;
+                    let until = Instant::now() + wait;
+                    while Instant::now() < until && !self.stop.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                 }
+                Err(f) => return Err(f),
             }
-            if self.last_renew.elapsed() >= self.opts.lease_ttl / 3 {
-                self.renew();
-            }
-            self.untrimmed |= finished;
-            let since = self.last_trim.elapsed();
-            if self.untrimmed && (since >= TRIM_EVERY || self.jobs.is_empty() && since >= TRIM_IDLE)
-            {
-                warden_sys::release_free_memory();
-                self.last_trim = Instant::now();
-                self.untrimmed = false;
-            }
-            // Sleep until another process commits (LISTEN/NOTIFY on PostgreSQL, a cheap
-            // poll on SQLite), a step may have finished, or something the scheduler
-            // named is due.
-            let mut timeout = if self.jobs.is_empty() {
-                Duration::from_millis(500)
-            } else {
-                Duration::from_millis(50)
-            };
-            timeout =
-                timeout.min((self.opts.lease_ttl / 3).saturating_sub(self.last_renew.elapsed()));
-            if self.opts.mode == Mode::Tmux {
-                timeout = timeout.min(SWEEP.saturating_sub(last_sweep.elapsed()));
-            }
-            if self.opts.mode == Mode::Process && sessions_open {
-                timeout = timeout.min(LOOK_AT_SESSIONS.saturating_sub(last_pass.elapsed()));
-            }
-            if let Some(w) = wake {
-                let left = Timestamp::now().duration_until(w);
-                let left = Duration::try_from(left).unwrap_or_default();
-                timeout = timeout.min(left);
-            }
-            self.app
-                .eng
-                .store
-                .wait_for_change(version, timeout.max(Duration::from_millis(5)))
-                .map_err(Failure::from)?;
         }
+    }
+
+    /// One turn of the run's loop: collects finished steps, and when anything changed
+    /// or is due runs a pass; then sleeps until the next change or due time.
+    fn turn(&mut self, t: &mut Turns, on_event: &mut dyn FnMut(RunEvent)) -> Result<Turn, Failure> {
+        if self.stop.load(Ordering::SeqCst) {
+            self.release_all();
+            let looked = self.in_flight_tasks();
+            self.write_continue(&looked, "interrupted by a signal");
+            on_event(RunEvent::Stopping);
+            return Ok(Turn::End(None));
+        }
+        let finished = self.reap(on_event);
+        let version = self.app.eng.store.data_version().map_err(Failure::from)?;
+        let due = t.wake.is_some_and(|w| Timestamp::now() >= w);
+        let sweep_due = self.opts.mode == Mode::Tmux && t.last_sweep.elapsed() >= SWEEP;
+        let look_due = self.opts.mode == Mode::Process
+            && t.sessions_open
+            && t.last_pass.elapsed() >= LOOK_AT_SESSIONS;
+        if version != t.last_version || finished || due || sweep_due || look_due {
+            t.last_version = version;
+            t.last_pass = Instant::now();
+            if sweep_due {
+                t.last_sweep = Instant::now();
+                self.sweep_tmux();
+            }
+            let changes = self
+                .board
+                .update(&*self.app.eng.store)
+                .map_err(Failure::from)?;
+            self.report_moves(changes, on_event);
+            let pass = self.pass(on_event)?;
+            t.wake = pass.wake;
+            t.sessions_open = pass
+                .looked
+                .iter()
+                .any(|task| task.open_sessions().next().is_some());
+            let active = self.active(&pass.looked);
+            let key: Vec<(TaskId, Status, String)> = active
+                .iter()
+                .map(|a| (a.id.clone(), a.status, a.what.clone()))
+                .collect();
+            if key != t.last_active {
+                t.last_active = key;
+                self.write_continue(
+                    &pass.looked,
+                    "the run was killed (kill -9, a crash or a lost machine)",
+                );
+                on_event(RunEvent::Active { tasks: active });
+            }
+            if self.opts.until_idle && !pass.busy && self.jobs.is_empty() {
+                self.release_all();
+                self.end_tmux();
+                if std::fs::remove_file(self.app.ws().continue_md()).is_ok() {
+                    // STATE.md names the resume file while there is one.
+                    self.app.eng.sync_state_md();
+                }
+                let failing: Vec<StepFailure> = pass
+                    .gave_up
+                    .iter()
+                    .filter_map(|id| self.failing.get(id).map(|f| f.shown(id)))
+                    .collect();
+                let idle = idle_summary(&self.board, failing);
+                on_event(RunEvent::Idle(idle.clone()));
+                return Ok(Turn::End(Some(idle)));
+            }
+        }
+        if self.last_renew.elapsed() >= self.opts.lease_ttl / 3 {
+            self.renew();
+        }
+        self.untrimmed |= finished;
+        let since = self.last_trim.elapsed();
+        if self.untrimmed && (since >= TRIM_EVERY || self.jobs.is_empty() && since >= TRIM_IDLE) {
+            warden_sys::release_free_memory();
+            self.last_trim = Instant::now();
+            self.untrimmed = false;
+        }
+        // Sleep until another process commits (LISTEN/NOTIFY on PostgreSQL, a cheap
+        // poll on SQLite), a step may have finished, or something the scheduler
+        // named is due.
+        let mut timeout = if self.jobs.is_empty() {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_millis(50)
+        };
+        timeout = timeout.min((self.opts.lease_ttl / 3).saturating_sub(self.last_renew.elapsed()));
+        if self.opts.mode == Mode::Tmux {
+            timeout = timeout.min(SWEEP.saturating_sub(t.last_sweep.elapsed()));
+        }
+        if self.opts.mode == Mode::Process && t.sessions_open {
+            timeout = timeout.min(LOOK_AT_SESSIONS.saturating_sub(t.last_pass.elapsed()));
+        }
+        if let Some(w) = t.wake {
+            let left = Timestamp::now().duration_until(w);
+            let left = Duration::try_from(left).unwrap_or_default();
+            timeout = timeout.min(left);
+        }
+        self.app
+            .eng
+            .store
+            .wait_for_change(version, timeout.max(Duration::from_millis(5)))
+            .map_err(Failure::from)?;
+        Ok(Turn::Again)
     }
 
     /// Collects finished steps; returns whether any finished.

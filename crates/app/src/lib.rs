@@ -17,6 +17,7 @@ mod nearby;
 pub mod person;
 pub mod plan;
 pub mod query;
+pub mod scope;
 pub mod status;
 pub mod supervisor;
 pub mod task;

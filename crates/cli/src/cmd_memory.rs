@@ -4,6 +4,7 @@
 use clap::Subcommand;
 use serde_json::json;
 use warden_app::Result;
+use warden_app::scope::Request;
 use warden_core::failure::Failure;
 use warden_core::memory;
 
@@ -32,6 +33,22 @@ pub enum MemoryCmd {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,
     },
+}
+
+impl MemoryCmd {
+    /// The command's name and what it asks of an agent session's scope.
+    pub fn agent_request(&self) -> (&'static str, Request) {
+        match self {
+            MemoryCmd::Show { .. } => ("warden memory show", Request::Free),
+            MemoryCmd::Dump { .. } => ("warden memory dump", Request::Free),
+            MemoryCmd::Merge { args } => (
+                "warden memory merge",
+                Request::Change {
+                    id: (args.len() == 2).then(|| args[0].clone()),
+                },
+            ),
+        }
+    }
 }
 
 pub fn run(g: &Global, cmd: MemoryCmd) -> Result<()> {

@@ -112,6 +112,24 @@ pub struct ApplyArgs {
     guard: Option<String>,
 }
 
+impl PlanCmd {
+    /// The command's name and what it asks of an agent session's scope: reading the
+    /// plan is free; changing it is a person's (the MCP server's agent role has no plan
+    /// tools either).
+    pub fn agent_request(&self) -> (&'static str, warden_app::scope::Request) {
+        use warden_app::scope::Request;
+        match self {
+            PlanCmd::Export => ("warden plan export", Request::Free),
+            PlanCmd::Show => ("warden plan show", Request::Free),
+            PlanCmd::Next => ("warden plan next", Request::Free),
+            PlanCmd::Graph { .. } => ("warden plan graph", Request::Free),
+            PlanCmd::Import { .. } => ("warden plan import", Request::Person),
+            PlanCmd::Apply(_) => ("warden plan apply", Request::Person),
+            PlanCmd::Sync { .. } => ("warden plan sync", Request::Person),
+        }
+    }
+}
+
 pub fn run(g: &Global, cmd: PlanCmd) -> Result<()> {
     let app = g.open()?;
     match cmd {

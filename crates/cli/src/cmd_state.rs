@@ -80,6 +80,14 @@ pub enum StateCmd {
     Verify,
 }
 
+impl StateArgs {
+    /// Whether the command writes STATE.md (a person's choice: it keeps it written from
+    /// then on); printing and verifying are reads.
+    pub fn writes(&self) -> bool {
+        self.write
+    }
+}
+
 pub fn prompt(g: &Global, a: PromptArgs) -> Result<()> {
     let app = g.open()?;
     let p = app.prompt(&id_or_env(a.id)?)?;

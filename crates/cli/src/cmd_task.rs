@@ -15,6 +15,7 @@ use warden_store::files;
 
 use crate::ctx::{Global, id_or_env};
 use crate::out;
+use warden_app::scope::Request;
 
 #[derive(Subcommand, Debug)]
 pub enum TaskCmd {
@@ -143,6 +144,41 @@ pub enum TaskCmd {
         #[arg(short, long)]
         follow: bool,
     },
+}
+
+impl TaskCmd {
+    /// The command's name and what it asks of an agent session's scope.
+    pub fn agent_request(&self) -> (&'static str, Request) {
+        let change = |id: &Option<String>| Request::Change { id: id.clone() };
+        match self {
+            TaskCmd::List { .. } => ("warden task list", Request::Free),
+            TaskCmd::Show { .. } => ("warden task show", Request::Free),
+            TaskCmd::Peek { .. } => ("warden task peek", Request::Free),
+            TaskCmd::Log { .. } => ("warden task log", Request::Free),
+            TaskCmd::Update(a) => (
+                "warden task update",
+                Request::Transition {
+                    id: a.id.clone(),
+                    to: a.status.clone(),
+                },
+            ),
+            TaskCmd::Complete { id, .. } => (
+                "warden task complete",
+                Request::Transition {
+                    id: id.clone(),
+                    to: "agent-review".into(),
+                },
+            ),
+            TaskCmd::Exited { id, .. } => ("warden task exited", change(id)),
+            TaskCmd::Create(_) => ("warden task create", Request::Person),
+            TaskCmd::Retry(_) => ("warden task retry", Request::Person),
+            TaskCmd::Approve { .. } => ("warden task approve", Request::Person),
+            TaskCmd::Reject { .. } => ("warden task reject", Request::Person),
+            TaskCmd::Cancel { .. } => ("warden task cancel", Request::Person),
+            TaskCmd::Respawn { .. } => ("warden task respawn", Request::Person),
+            TaskCmd::Spawn { .. } => ("warden task spawn", Request::Person),
+        }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -19,6 +19,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+use warden_app::scope::{AgentSession, Request};
 use warden_core::failure::Failure;
 
 use crate::ctx::Global;
@@ -171,11 +172,45 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// The command's name and what it asks of an agent session's scope (see
+/// `warden_app::scope`).
+fn agent_request(c: &Command) -> (&'static str, Request) {
+    match c {
+        Command::Task(t) => t.agent_request(),
+        Command::Plan(p) => p.agent_request(),
+        Command::Memory(m) => m.agent_request(),
+        Command::State(a) if a.writes() => ("warden state --write", Request::Person),
+        Command::Init(_) => ("warden init", Request::Person),
+        Command::Run(_) => ("warden run", Request::Person),
+        Command::Dashboard => ("warden dashboard", Request::Person),
+        Command::Serve(_) => ("warden serve", Request::Person),
+        Command::Hooks(_) => ("warden hooks install", Request::Person),
+        // Reads, and what scopes itself: the MCP server serves an agent session its
+        // agent role, a harness hook reports the session's own end.
+        Command::State(_)
+        | Command::Status
+        | Command::Prompt(_)
+        | Command::History(_)
+        | Command::Check
+        | Command::Demo(_)
+        | Command::Mcp(_)
+        | Command::Doctor(_)
+        | Command::Hook(_)
+        | Command::Completions { .. }
+        | Command::AgentSim(_)
+        | Command::SessionRun { .. } => ("", Request::Free),
+    }
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     let g = Global {
         dir: cli.dir,
         json: cli.json,
     };
+    if let Some(session) = AgentSession::from_env() {
+        let (what, request) = agent_request(&cli.command);
+        session.check(what, &request, || g.open())?;
+    }
     match cli.command {
         Command::Init(a) => init(&g, a.store.as_deref()),
         Command::Task(c) => cmd_task::run(&g, c),

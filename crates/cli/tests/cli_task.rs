@@ -374,6 +374,132 @@ fn task_id_defaults_to_warden_task_id() {
     ws.expect(&["task", "show"], 2);
 }
 
+/// An agent session (`WARDEN_ROLE` set) gets through the CLI what the MCP server's agent
+/// role gets: its own task only, and only its role's transitions. An agent that read
+/// `warden --help` could approve its own work, cancel another task, or start a
+/// supervisor of its own. Each refusal is exit 1, changes nothing but a `tamper.ignored`
+/// note on the agent's own task, and reads stay open.
+#[test]
+fn an_agent_session_may_change_only_its_own_task_as_its_role_says() {
+    let ws = Workspace::new("agent-scope");
+    ws.create("a", &[]);
+    ws.create("b", &[]);
+    ws.to("a", "working");
+    let worker = [("WARDEN_TASK_ID", "a"), ("WARDEN_ROLE", "worker")];
+    let reviewer = [("WARDEN_TASK_ID", "a"), ("WARDEN_ROLE", "reviewer")];
+    let refused = |args: &[&str], env: &[(&str, &str)], want: &str| {
+        let before = (ws.show("a"), ws.show("b"));
+        let tamper = ws.events("tamper.ignored", Some("a")).len();
+        let o = ws.run_env(args, env);
+        assert_eq!(code(&o), 1, "{}", describe(args, &o));
+        assert_eq!(
+            err_line(&o),
+            format!("refused: {want}"),
+            "{}",
+            describe(args, &o)
+        );
+        let after = (ws.show("a"), ws.show("b"));
+        assert_eq!(after.1, before.1, "{args:?} changed b");
+        assert_eq!(after.0["status"], before.0["status"], "{args:?} moved a");
+        let notes = ws.events("tamper.ignored", Some("a"));
+        assert_eq!(notes.len(), tamper + 1, "{args:?} was not recorded");
+    };
+    let person = |cmd: &str| {
+        format!(
+            "`{cmd}` is a person's command, and this is an agent session (WARDEN_ROLE is set); ask a person, or run it outside the session"
+        )
+    };
+    refused(
+        &["task", "approve", "a"],
+        &worker,
+        &person("warden task approve"),
+    );
+    refused(
+        &["task", "cancel", "b"],
+        &worker,
+        &person("warden task cancel"),
+    );
+    refused(&["run", "--until-idle"], &worker, &person("warden run"));
+    ws.write("tree.json", r#"{"tasks": [{"id": "a"}]}"#);
+    refused(
+        &[
+            "plan",
+            "apply",
+            "tree.json",
+            "--selected",
+            "a",
+            "--status",
+            "retry",
+        ],
+        &worker,
+        &person("warden plan apply"),
+    );
+    refused(
+        &["task", "update", "b", "--status", "working"],
+        &worker,
+        "this agent session belongs to task a; an agent may change only its own task, not \"b\"",
+    );
+    ws.write("delta.json", r#"{"goals": ["g"]}"#);
+    refused(
+        &["memory", "merge", "b", "delta.json"],
+        &worker,
+        "this agent session belongs to task a; an agent may change only its own task, not \"b\"",
+    );
+    // A worker writing its own review and passing it is not a review.
+    ws.review("a", "PASS");
+    refused(
+        &["task", "update", "--status", "reviewing"],
+        &worker,
+        "a worker may move its task only to agent-review, clarification, working, not reviewing; a person decides everything else",
+    );
+    let note = ws.events("tamper.ignored", Some("a")).pop().unwrap();
+    assert_eq!(note["data"]["field"], "cli:warden task update", "{note}");
+    // Reads stay open, and the role's own moves work.
+    for args in [
+        &["status"][..],
+        &["task", "list"],
+        &["task", "show", "b"],
+        &["plan", "show"],
+    ] {
+        let o = ws.run_env(args, &worker);
+        assert_eq!(code(&o), 0, "{}", describe(args, &o));
+    }
+    let o = ws.run_env(&["memory", "merge", "delta.json"], &worker);
+    assert_eq!(code(&o), 0, "{}", describe(&["memory", "merge"], &o));
+    // A question, and the resume after the person answered it (the clarification prompt).
+    ws.add_section("a", "Questions", "Which database?");
+    for to in ["clarification", "working"] {
+        let o = ws.run_env(&["task", "update", "--status", to], &worker);
+        assert_eq!(code(&o), 0, "{}", describe(&["task", "update", to], &o));
+    }
+    ws.handoff("a");
+    let o = ws.run_env(&["task", "complete"], &worker);
+    assert_eq!(code(&o), 0, "{}", describe(&["task", "complete"], &o));
+    // The verdict on its own hand-off is not the worker's (its session outlived it).
+    refused(
+        &["task", "update", "--status", "working"],
+        &worker,
+        "task a is agent-review, which is not a worker's to move; a person decides",
+    );
+    refused(
+        &["task", "complete"],
+        &reviewer,
+        "a reviewer may move its task only to reviewing, working, stuck, not agent-review; a person decides everything else",
+    );
+    let o = ws.run_env(&["task", "update", "--status", "reviewing"], &reviewer);
+    assert_eq!(code(&o), 0, "{}", describe(&["task", "update"], &o));
+    assert_eq!(ws.status("a"), "reviewing");
+    refused(
+        &["task", "approve", "a"],
+        &reviewer,
+        &person("warden task approve"),
+    );
+    // A person approves.
+    ws.ok(&["task", "approve", "a"]);
+    assert_eq!(ws.status("a"), "done");
+    ws.check_ok();
+}
+
 #[test]
 fn review_gates_follow_the_verdict_and_the_round() {
     let ws = Workspace::new("review");

@@ -23,6 +23,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_router};
 use serde_json::{Value, json};
 use warden_app::App;
+use warden_app::scope::{may_move, names, role_targets};
 use warden_app::task::Transition;
 use warden_core::event::Actor;
 use warden_core::failure::{ExitCode, Failure};
@@ -51,18 +52,6 @@ const MAX_ERROR_CHARS: usize = 4000;
 const INSTRUCTIONS_ORCHESTRATOR: &str = "Warden is a deterministic state engine for coding-agent tasks. Agents write artifacts (sections of TASK.md such as `## Handoff` and `## Review`) and request transitions; Warden checks the evidence and decides. Start with `status` (what needs a person, what runs) or `plan_show` to see the project, `plan_next` to pick work, `task_get` for one task, `history` for what happened. Create work with `task_create` or `plan_import`; move tasks with `task_update_status`, `task_complete` and `task_cancel`; decide a review with `task_approve` or `task_reject`; run a stuck task again with `task_retry`. Refusals are tool errors whose first line says what is wrong and what to do.";
 
 const INSTRUCTIONS_AGENT: &str = "Warden tracks the task this session works on. Read it with `task_get` and your instructions with `prompt`; record what you learn with `memory_merge`. When the work is done, write a non-empty `## Handoff` section in TASK.md and call `task_complete` (the postchecks run then). A reviewer writes `## Review` with a first verdict line saying PASS or FAIL and calls `task_update_status`. Only this task and only your role's transitions are allowed; anything else is refused and recorded.";
-
-/// What each role may request with `task_update_status`.
-fn role_targets(role: SessionRole) -> &'static [Status] {
-    match role {
-        SessionRole::Worker => &[Status::AgentReview, Status::Clarification],
-        SessionRole::Reviewer => &[Status::Reviewing, Status::Working, Status::Stuck],
-    }
-}
-
-fn names(ss: &[Status]) -> String {
-    ss.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-}
 
 /// At most `SHOWN_CHARS` characters of `s`.
 fn shown(s: &str) -> String {
@@ -320,20 +309,34 @@ impl WardenServer {
             .unwrap_or(SessionRole::Worker)
     }
 
-    /// Checks that an agent may request `to`; a forbidden target is recorded.
+    /// Checks that an agent may request `to` from its task's status now (the shared
+    /// rule of `warden_app::scope`); a forbidden request is recorded.
     async fn allowed(&self, tool: &str, id: &TaskId, to: &str) -> Result<Status, Failure> {
         let role = self.session_role(id).await;
         let targets = role_targets(role);
+        let own = id.clone();
+        let from = self.exec(move |app| Ok(app.get(&own)?.status())).await.ok();
         match to.parse::<Status>() {
-            Ok(s) if targets.contains(&s) => Ok(s),
+            // A task that cannot be read fails the transition itself, with its reason.
+            Ok(s) if from.map_or(targets.contains(&s), |f| may_move(role, f, s)) => Ok(s),
             _ => {
                 let asked = shown(to);
                 self.tamper(format!("mcp:{tool}"), asked.clone(), names(targets))
                     .await;
-                Err(Failure::refused(format!(
-                    "a {role} may request only {} through MCP, not {asked:?}; a person decides everything else",
-                    names(targets)
-                )))
+                Err(Failure::refused(match from {
+                    Some(f)
+                        if targets.iter().any(|t| t.as_str() == to)
+                            && warden_core::ops::role_for(f) != Some(role) =>
+                    {
+                        format!(
+                            "task {id} is {f}, which is not a {role}'s to move; a person decides"
+                        )
+                    }
+                    _ => format!(
+                        "a {role} may request only {} through MCP, not {asked:?}; a person decides everything else",
+                        names(targets)
+                    ),
+                }))
             }
         }
     }
@@ -1072,6 +1075,7 @@ mod tests {
         };
         check(SessionRole::Worker, Status::AgentReview, true);
         check(SessionRole::Worker, Status::Clarification, true);
+        check(SessionRole::Worker, Status::Working, true);
         check(SessionRole::Worker, Status::Done, false);
         check(SessionRole::Worker, Status::Reviewing, false);
         check(SessionRole::Worker, Status::Cancelled, false);

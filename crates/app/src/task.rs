@@ -361,6 +361,15 @@ impl App {
         if let Some(r) = &req.reason {
             crate::person::check_reason(r)?;
         }
+        if req.to == Status::Cancelled && self.eng.actor == warden_core::event::Actor::Person {
+            // A person's cancel does not wait behind the task's lock for a check that
+            // may run for an hour (the guard of a `task complete`, a direct task's
+            // postchecks): the check is stopped, its holder records it as failed and
+            // lets go, and the cancel follows.
+            let note = warden_runner::pipeline::check_note(&self.eng, &req.id);
+            let grace = std::time::Duration::from_secs(self.eng.config.limits.kill_after_s);
+            warden_runner::check::stop_noted_check(&note, grace);
+        }
         let shown = self.task_file_shown(&req.id);
         let fingerprint = format!("task update {} --status {}", req.id, req.to);
         let respond = |ch: &Change| self.response_json(ch);

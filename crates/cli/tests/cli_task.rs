@@ -500,6 +500,73 @@ fn an_agent_session_may_change_only_its_own_task_as_its_role_says() {
     ws.check_ok();
 }
 
+/// A person's cancel does not wait behind a running guard. `task complete` holds the
+/// task's lock while its postchecks run (up to `phase_timeout_s`, an hour), and the
+/// cancel failed after `busy_timeout_ms` with "try again", as often as it was tried. Now
+/// it stops the check (TERM to its process group), the complete reports the failed
+/// guard, and the task is cancelled.
+#[test]
+fn a_cancel_stops_a_running_guard_instead_of_waiting_for_it() {
+    let ws = Workspace::new("cancel-guard");
+    let pid_file = ws.path("check.sh.pid");
+    let postchecks = format!(
+        "echo $$ > '{}'; while true; do sleep 0.05; done",
+        pid_file.display()
+    );
+    ws.create("a", &["--postchecks", &postchecks]);
+    ws.to("a", "working");
+    ws.handoff("a");
+    let complete = ws
+        .cmd()
+        .args(["task", "complete", "a"])
+        .env("WARDEN_TASK_ID", "a")
+        .env("WARDEN_ROLE", "worker")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let note = ws.path(".warden/tasks/a/check.pid");
+    let start = std::time::Instant::now();
+    while !(note.exists() && pid_file.exists()) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the guard never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let check_pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let o = ws.run(&["task", "cancel", "a", "--reason", "not needed"]);
+    assert_eq!(code(&o), 0, "{}", describe(&["task", "cancel"], &o));
+    assert_eq!(ws.status("a"), "cancelled");
+    let done = crate::hostile::finish(
+        complete,
+        std::time::Duration::from_secs(60),
+        "task complete",
+    );
+    assert_eq!(code(&done), 1, "{}", text(&done.stderr));
+    assert!(
+        text(&done.stderr).contains("killed by a signal"),
+        "{}",
+        text(&done.stderr)
+    );
+    // The check's process is gone, and so is its note.
+    assert!(
+        std::fs::read_to_string(format!("/proc/{check_pid}/stat")).is_err()
+            || std::fs::read_to_string(format!("/proc/{check_pid}/stat"))
+                .unwrap()
+                .contains(") Z "),
+        "the check still runs"
+    );
+    assert!(!note.exists());
+    let guard = ws.events("guard.ran", Some("a"));
+    assert_eq!(guard.len(), 1, "{guard:?}");
+    ws.check_ok();
+}
+
 #[test]
 fn review_gates_follow_the_verdict_and_the_round() {
     let ws = Workspace::new("review");

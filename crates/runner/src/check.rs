@@ -259,6 +259,19 @@ pub fn run_check(
     env: &[(&str, String)],
     timeout: Duration,
 ) -> CheckRun {
+    run_check_noted(spec, cwd, env, timeout, None)
+}
+
+/// [`run_check`], naming the running check in `note` ("HOLDER GROUP": this process and
+/// the check's process group) while it runs, so that another process can stop it (see
+/// [`stop_noted_check`]). A note that cannot be written is left out.
+pub fn run_check_noted(
+    spec: &WorkSpec,
+    cwd: &Path,
+    env: &[(&str, String)],
+    timeout: Duration,
+    note: Option<&Path>,
+) -> CheckRun {
     let mut cmd = match spec {
         WorkSpec::Shell(line) => {
             let mut c = Command::new("sh");
@@ -306,9 +319,14 @@ pub fn run_check(
             };
         }
     };
+    let noted = note
+        .filter(|p| std::fs::write(p, format!("{} {}\n", std::process::id(), child.id())).is_ok());
     // The check is over when its process is: what it left running in its group ends
     // with it.
     let c = collect(&mut child, Some(KEEP_BYTES), Some(timeout), true);
+    if let Some(p) = noted {
+        let _ = std::fs::remove_file(p);
+    }
     let (status, timed_out) = (c.status, c.timed_out);
     let mut output = String::from_utf8_lossy(&c.stdout).into_owned();
     output.push_str(&String::from_utf8_lossy(&c.stderr));
@@ -341,6 +359,40 @@ fn describe(spec: &WorkSpec) -> String {
     }
 }
 
+/// Stops the check `note` names (see [`run_check_noted`]): TERM to its process group,
+/// and KILL `grace` later if it still runs. Only a check that still runs as the child of
+/// the process that noted it is signalled (a stale note, whose numbers may name someone
+/// else's processes by now, is ignored). Returns the group stopped.
+pub fn stop_noted_check(note: &Path, grace: Duration) -> Option<u32> {
+    let text = std::fs::read_to_string(note).ok()?;
+    let mut it = text.split_whitespace().map(str::parse::<u32>);
+    let (Some(Ok(holder)), Some(Ok(group))) = (it.next(), it.next()) else {
+        return None;
+    };
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields after the command name (which may hold spaces) in parentheses.
+        stat[stat.rfind(')')? + 2..]
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    if group == 0 || parent_of(group) != Some(holder) {
+        return None;
+    }
+    term_group(group);
+    let deadline = std::time::Instant::now() + grace;
+    while parent_of(group) == Some(holder) {
+        if std::time::Instant::now() >= deadline {
+            kill_group(group);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(group)
+}
+
 /// Sends SIGKILL to a whole process group.
 pub fn kill_group(pgid: u32) {
     signal_group(pgid, rustix::process::Signal::KILL);
@@ -360,6 +412,53 @@ fn signal_group(pgid: u32, sig: rustix::process::Signal) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A note whose numbers no longer name a check of its holder (the holder died and
+    /// the numbers were reused) signals nothing; a live one stops its check.
+    #[test]
+    fn only_a_live_noted_check_is_stopped() {
+        let dir = std::env::temp_dir().join(format!("warden-note-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let note = dir.join("check.pid");
+        let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+        // Its parent is this process, not pid 1.
+        std::fs::write(&note, format!("1 {}\n", bystander.id())).unwrap();
+        assert_eq!(stop_noted_check(&note, Duration::from_secs(1)), None);
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "a bystander was signalled"
+        );
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
+        // A check that runs, noted by this process, is stopped by another thread.
+        let (n, spec) = (note.clone(), WorkSpec::Shell("sleep 30".into()));
+        let run = std::thread::spawn(move || {
+            run_check_noted(
+                &spec,
+                Path::new("."),
+                &[],
+                Duration::from_secs(60),
+                Some(&n),
+            )
+        });
+        let start = std::time::Instant::now();
+        let stopped = loop {
+            if let Some(g) = stop_noted_check(&note, Duration::from_secs(1)) {
+                break g;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "never noted");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(stopped > 0);
+        let r = run.join().unwrap();
+        assert!(
+            matches!(&r.outcome, GuardOutcome::Fail(out) if out.contains("killed by a signal")),
+            "{:?}",
+            r.outcome
+        );
+        assert!(!note.exists(), "the note goes with the check");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn run(spec: WorkSpec, timeout_ms: u64) -> CheckRun {
         run_check(

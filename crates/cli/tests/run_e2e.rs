@@ -855,7 +855,20 @@ fn a_step_that_keeps_failing_waits_between_tries_and_ends_the_run_named() {
 /// broken), and once the file is fixed the recorded exit code is reported.
 #[test]
 fn a_session_end_its_host_could_not_report_is_seen_by_the_run() {
-    let p = Project::new("process");
+    session_end_unreported_is_seen("process");
+}
+
+/// The same in tmux mode, where the pane's hook (and the sweep after it) could not
+/// report: the run tried again every 500 ms, silently, until the phase timeout. Now a
+/// dead pane with its exit status is a gone session, reported by the pass with that
+/// status and its failures named.
+#[test]
+fn a_tmux_session_end_its_hook_could_not_report_is_seen_by_the_run() {
+    session_end_unreported_is_seen("tmux");
+}
+
+fn session_end_unreported_is_seen(mode: &str) {
+    let p = Project::new(mode);
     let go = p.root.join("go");
     p.ok(&[
         "task",

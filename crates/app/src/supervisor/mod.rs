@@ -825,7 +825,14 @@ impl Supervisor {
         } else {
             Vec::new()
         };
-        let panes: BTreeSet<String> = listed.iter().map(|p| p.name.clone()).collect();
+        // A pane counts as the session alive while it runs, and while it is dead but tmux
+        // has not collected its exit status; a dead pane with its status is gone, and is
+        // reported with that status (its hook's report failed, or is on its way).
+        let panes: BTreeSet<String> = listed
+            .iter()
+            .filter(|p| !p.dead || p.dead_status.is_none())
+            .map(|p| p.name.clone())
+            .collect();
         let running_panes: BTreeSet<String> = listed
             .iter()
             .filter(|p| !p.dead)
@@ -1149,9 +1156,18 @@ impl Supervisor {
         });
         let exe = self.opts.warden_exe.clone();
         let root = self.app.ws().root.clone();
+        // A task whose reports keep failing (a broken `warden.toml`) waits out its
+        // backoff: the pass's own report of the pane says why, and is retried with it.
+        let waits = |t: &str| {
+            TaskId::new(t).ok().is_some_and(|id| {
+                self.failing
+                    .get(&id)
+                    .is_some_and(|f| f.retry_at > Instant::now())
+            })
+        };
         let _ = session::tmux_sweep(&socket, |p| {
             match (&p.task_id, &p.session_id, p.dead_status) {
-                (Some(t), Some(s), Some(code)) => {
+                (Some(t), Some(s), Some(code)) if !waits(t) => {
                     session::report_exit_why(&exe, &root, t, s, code, p.why.as_deref()).is_ok()
                 }
                 _ => false,

@@ -114,11 +114,19 @@ impl Step<'_> {
             }
             Action::ReportGone { session } => {
                 let files = SessionFiles::of(&self.eng().ws, id, session);
-                let code = host::recorded_exit(&files).unwrap_or(schedule::UNKNOWN_EXIT);
+                // A process session's host recorded its code; a tmux pane keeps its own
+                // (and why Warden ended it) until it is removed.
+                let pane = session::tmux_list(&tmux_socket(&self.eng().ws))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|p| p.name == session::tmux_session_name(session) && p.dead);
+                let code = host::recorded_exit(&files)
+                    .or(pane.as_ref().and_then(|p| p.dead_status))
+                    .unwrap_or(schedule::UNKNOWN_EXIT);
                 let report = ExitReport {
                     session: Some(session.clone()),
                     exit_code: Some(code),
-                    reason: None,
+                    reason: pane.and_then(|p| p.why),
                 };
                 self.app.exited(id, &report)?;
                 files.remove();

@@ -111,7 +111,13 @@ impl Project {
     }
 
     pub(crate) fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin());
+        self.cmd_of(bin(), args)
+    }
+
+    /// `program ARGS` (a copy of the binary, say) in the project, with the environment
+    /// of [`Project::cmd`].
+    pub(crate) fn cmd_of(&self, program: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(program);
         c.args(args).current_dir(&self.root).env("NO_COLOR", "1");
         for v in [
             "WARDEN_TASK_ID",
@@ -918,6 +924,58 @@ fn session_end_unreported_is_seen(mode: &str) {
         }),
         "{history}"
     );
+}
+
+/// A tmux session whose end no hook can report (the `warden` binary the run started
+/// from was removed mid-run: a `cargo clean`, an upgrade) is reported by the run itself
+/// with the pane's own exit status, and the work that succeeded is done. The dead pane
+/// had counted as alive until the phase timeout; reported without its status, the end
+/// would read 128 (unknown) and fail the work.
+#[test]
+fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
+    let p = Project::new("tmux");
+    let go = p.root.join("go");
+    let work = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo hi > hi.txt",
+        go.display()
+    );
+    p.ok(&["task", "create", "s", "--work", &work]);
+    let copy = std::env::temp_dir().join(format!(
+        "warden-copy-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::copy(bin(), &copy).unwrap();
+    let child = p
+        .cmd_of(&copy, &["run", "--until-idle"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    p.json_until(&["task", "show", "s"], "s's session", |t| {
+        !t["session"].is_null()
+    });
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let o = crate::hostile::finish(child, Duration::from_secs(120), "warden run --until-idle");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let t = p.task("s");
+    assert_eq!(t["status"], "done", "{out}");
+    assert_eq!(t["attempts"], 0, "{out}");
+    let history = p.ok(&["--json", "history", "s"]);
+    let codes: Vec<Value> = history
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "session.exited")
+        .map(|e| e["data"]["exit_code"].clone())
+        .collect();
+    assert_eq!(codes, [0], "{history}");
 }
 
 /// While `warden run` goes on trying a task whose steps keep failing, `warden status`

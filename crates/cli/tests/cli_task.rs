@@ -539,6 +539,22 @@ fn a_cancel_stops_a_running_guard_instead_of_waiting_for_it() {
         .trim()
         .parse()
         .unwrap();
+    // Any other command behind the guard says what holds it (it said "try again",
+    // which fails for as long as the guard runs).
+    let toml = ws.path(".warden/warden.toml");
+    let config = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        config.replace("busy_timeout_ms = 5000", "busy_timeout_ms = 200"),
+    )
+    .unwrap();
+    let o = ws.expect(&["task", "update", "a", "--status", "clarification"], 4);
+    assert_eq!(
+        err_line(&o),
+        format!(
+            "error: task a is being changed by another process: its checks are running (process {check_pid}); wait for them to end and try again, or cancel the task (that stops them)"
+        )
+    );
     let o = ws.run(&["task", "cancel", "a", "--reason", "not needed"]);
     assert_eq!(code(&o), 0, "{}", describe(&["task", "cancel"], &o));
     assert_eq!(ws.status("a"), "cancelled");

@@ -64,7 +64,7 @@ fn timeout(eng: &Engine) -> Duration {
 /// Where a task's running check is named (see [`check::run_check_noted`]): a person's
 /// cancel stops it instead of waiting for it behind the task's lock.
 pub fn check_note(eng: &Engine, id: &TaskId) -> PathBuf {
-    eng.ws.task_dir(id).join("check.pid")
+    eng.ws.check_note(id)
 }
 
 /// Runs a check spec (prechecks or postchecks) for a task.

@@ -527,10 +527,21 @@ impl Engine {
         })?;
         let timeout = std::time::Duration::from_millis(self.config.store.busy_timeout_ms);
         let busy = || {
-            EngineError::from(Failure::conflict(format!(
-                "task {id} is being changed by another process (its lock was held longer than busy_timeout_ms = {} ms); try again",
-                timeout.as_millis()
-            )))
+            // A check that runs under the lock says so: "try again" would fail for as
+            // long as it runs (up to phase_timeout_s). The note is "HOLDER GROUP"; the
+            // group is the check's own process.
+            let check = std::fs::read_to_string(self.ws.check_note(id))
+                .ok()
+                .and_then(|t| t.split_whitespace().nth(1).map(str::to_owned));
+            EngineError::from(Failure::conflict(match check {
+                Some(group) => format!(
+                    "task {id} is being changed by another process: its checks are running (process {group}); wait for them to end and try again, or cancel the task (that stops them)"
+                ),
+                None => format!(
+                    "task {id} is being changed by another process (its lock was held longer than busy_timeout_ms = {} ms); try again",
+                    timeout.as_millis()
+                ),
+            }))
         };
         let io = |e: std::io::Error| {
             EngineError::from(FileError::Io {

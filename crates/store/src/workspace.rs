@@ -186,6 +186,12 @@ impl Workspace {
         self.task_dir(id).join("TASK.md")
     }
 
+    /// `.warden/tasks/<id>/check.pid`: the check running for the task, while it runs
+    /// ("HOLDER GROUP": the process that runs it and its process group).
+    pub fn check_note(&self, id: &TaskId) -> PathBuf {
+        self.task_dir(id).join("check.pid")
+    }
+
     /// `.warden/tasks/<id>/output.log`.
     pub fn output_log(&self, id: &TaskId) -> PathBuf {
         self.task_dir(id).join("output.log")

@@ -69,6 +69,15 @@ impl Fixture {
         self.root.join(format!(".warden/tasks/{task}/output.log"))
     }
 
+    /// Shell words that end a tmux session's program only once its output is in the log.
+    /// tmux 3.3 discards what a pane printed but tmux had not read when its program
+    /// exited (a loaded machine shows it); tests of what reaches the log wait for that
+    /// event, not a clock: the program prints a last line and waits until it is logged.
+    fn once_logged(&self, task: &str) -> String {
+        let log = self.log(task).display().to_string().replace('\'', "'\\''");
+        format!("echo output-ends; until grep -qF output-ends '{log}'; do sleep 0.05; done")
+    }
+
     fn reports(&self) -> String {
         std::fs::read_to_string(self.exe.parent().unwrap().join("reports")).unwrap_or_default()
     }
@@ -409,15 +418,18 @@ impl Drop for Server {
 fn tmux_reports_exit_code_logs_output_and_keeps_the_dead_pane() {
     let f = Fixture::new("tmux-exit");
     let tmux = Server::new("tmux-exit");
-    let script = "echo hi; pwd; echo \"$WARDEN_TASK_ID $WARDEN_ROLE\"; echo \"PATH=$PATH\"; \
-                  printf '%s|' \"$@\"; echo; exit 7";
+    let script = format!(
+        "echo hi; pwd; echo \"$WARDEN_TASK_ID $WARDEN_ROLE\"; echo \"PATH=$PATH\"; \
+         printf '%s|' \"$@\"; echo; {}; exit 7",
+        f.once_logged("a.b")
+    );
     let spec = f.spec(
         "a.b",
         "s1",
         &[
             "sh",
             "-c",
-            script,
+            &script,
             "sh",
             "x;",
             "#{session_name}",
@@ -645,10 +657,16 @@ fn tmux_runs_in_a_directory_whose_name_is_tmux_format_syntax() {
     std::fs::create_dir_all(&cwd).unwrap();
     let spec = SessionSpec {
         cwd: cwd.clone(),
-        // It stays a moment after printing: tmux can drop the last output of a pane
-        // whose program ends at once (seen once in a loaded CI run), which is not what
-        // this test is about.
-        ..f.spec("t1", "s1", &["sh", "-c", "echo \"cwd=$(pwd)\"; sleep 0.3"])
+        // It ends once its output is logged (see `once_logged`).
+        ..f.spec(
+            "t1",
+            "s1",
+            &[
+                "sh",
+                "-c",
+                &format!("echo \"cwd=$(pwd)\"; {}", f.once_logged("t1")),
+            ],
+        )
     };
     start_tmux(&tmux.0, &spec).unwrap();
     f.expect_hook_report(&tmux, "t1", "s1", 0);

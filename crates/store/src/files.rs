@@ -3,6 +3,9 @@
 //! Reads refuse symlinks, non-regular files, files over 1 MiB and invalid UTF-8, each
 //! with its own message. Writes go to a temporary file in the same directory, are
 //! fsynced, renamed over the target, and the directory is fsynced: never a torn file.
+//! An update of a view whose changed bytes lie inside one 512-byte sector (a status
+//! change of TASK.md's frontmatter) is one `pwrite` in place instead: a kill or a crash
+//! leaves the old bytes or the new ones, as a rename does.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -249,6 +252,12 @@ pub fn update_text(
         if new == current {
             return Ok(new);
         }
+        if let Some((at, patch)) = sector_patch(&current, &new) {
+            match patch_in_place(base, path, &current, at, patch)? {
+                true => return Ok(new),
+                false => continue,
+            }
+        }
         let tmp = temp_name(path);
         {
             let mut f = std::fs::OpenOptions::new()
@@ -280,6 +289,75 @@ pub fn update_text(
         path,
         std::io::Error::other("the file kept changing while Warden tried to update it; try again"),
     ))
+}
+
+/// The size of the unit a disk writes whole: an overwrite inside one such unit leaves,
+/// after a crash or power loss, either the old bytes or the new ones.
+const SECTOR: usize = 512;
+
+/// When `new` differs from `current` only inside one [`SECTOR`] (same length; a status
+/// change of TASK.md's frontmatter, whose status line is padded to one width for this),
+/// the offset and bytes to overwrite in place.
+fn sector_patch<'a>(current: &str, new: &'a str) -> Option<(usize, &'a [u8])> {
+    let (a, b) = (current.as_bytes(), new.as_bytes());
+    if a.len() != b.len() {
+        return None;
+    }
+    let first = a.iter().zip(b).position(|(x, y)| x != y)?;
+    let last = a.len()
+        - a.iter()
+            .rev()
+            .zip(b.iter().rev())
+            .position(|(x, y)| x != y)?;
+    (first / SECTOR == (last - 1) / SECTOR).then(|| (first, &b[first..last]))
+}
+
+/// Overwrites `patch` at `at` in `path` if the file still holds `current` (read back
+/// through the handle that writes, so the check and the write see one file). One `pwrite`
+/// inside one sector of one page: a kill leaves the old text or the new one, as a crash
+/// of the disk does, and no temporary file, rename or write-out of a new file's blocks
+/// is paid (the rename was most of what a status change spent on TASK.md). An agent's
+/// write that lands after the check is kept, except for these few bytes. Returns false
+/// when the file changed since `current` was read.
+fn patch_in_place(
+    base: &Path,
+    path: &Path,
+    current: &str,
+    at: usize,
+    patch: &[u8],
+) -> Result<bool, FileError> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::unix::fs::FileExt;
+    let shown = path.display().to_string();
+    if let Some(dir) = path.parent() {
+        check_no_links(base, dir)?;
+    }
+    let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let f = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Err(FileError::Missing(shown)),
+        Err(rustix::io::Errno::LOOP) => return Err(FileError::Symlink(shown)),
+        Err(e) => return Err(io(path, e.into())),
+    };
+    let meta = f.metadata().map_err(|e| io(path, e))?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular(shown));
+    }
+    if meta.len() != current.len() as u64 {
+        return Ok(false);
+    }
+    let mut now = Vec::with_capacity(current.len() + 1);
+    (&f).take(current.len() as u64 + 1)
+        .read_to_end(&mut now)
+        .map_err(|e| io(path, e))?;
+    if now != current.as_bytes() {
+        return Ok(false);
+    }
+    // The crash matrix's crash in the middle of a TASK.md write: here, before the one
+    // write that changes the file.
+    crate::failpoint::hit("mid-taskmd-write");
+    f.write_all_at(patch, at as u64).map_err(|e| io(path, e))?;
+    Ok(true)
 }
 
 /// Creates a directory (and parents) under `base`, refusing symlinked components.
@@ -381,5 +459,77 @@ mod tests {
             .collect();
         assert!(leftovers.is_empty());
         std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A change of a few bytes inside one sector is written in place (the same file, no
+    /// rename); a change of length, or one that spans sectors, replaces the file; a file
+    /// an agent changed since it was read is read again, and its change is kept.
+    #[test]
+    fn a_change_inside_one_sector_is_written_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tmp();
+        let f = d.join("TASK.md");
+        let body = "b".repeat(2000);
+        let text = |status: &str| format!("---\nstatus: {status:<13}\n---\n{body}");
+        write_atomic(&f, text("working").as_bytes()).unwrap();
+        let ino = || std::fs::metadata(&f).unwrap().ino();
+        let before = ino();
+        let set = |to: &str| {
+            let to = format!("status: {to:<13}");
+            move |s: &str| {
+                let (head, rest) = s.split_at(4);
+                let line_end = rest.find('\n').unwrap();
+                format!("{head}{to}{}", &rest[line_end..])
+            }
+        };
+        let out = update_text(&d, &f, None, set("clarification")).unwrap();
+        assert_eq!(out, text("clarification"));
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), text("clarification"));
+        assert_eq!(ino(), before, "a status change is written in place");
+
+        // The caller's text is stale: an agent appended to the file since. The in-place
+        // write is not made over it; the update is made again on what the file holds.
+        let stale = text("clarification");
+        let mut agent = std::fs::OpenOptions::new().append(true).open(&f).unwrap();
+        agent.write_all(b"\n## Handoff\nmine\n").unwrap();
+        drop(agent);
+        let out = update_text(&d, &f, Some(stale), set("working")).unwrap();
+        assert_eq!(out, format!("{}\n## Handoff\nmine\n", text("working")));
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), out);
+
+        // A change of length replaces the file.
+        let before = ino();
+        update_text(&d, &f, None, |s| format!("{s}more")).unwrap();
+        assert_ne!(ino(), before);
+        // So does a same-length change across two sectors.
+        let before = ino();
+        let out = update_text(&d, &f, None, |s| {
+            let mut b = s.as_bytes().to_vec();
+            b[10] = b'X';
+            b[1500] = b'Y';
+            String::from_utf8(b).unwrap()
+        })
+        .unwrap();
+        assert_ne!(ino(), before);
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), out);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn a_sector_patch_is_the_changed_bytes_of_one_sector() {
+        assert_eq!(
+            sector_patch("status: working", "status: stuck  "),
+            Some((8, &b"stuck  "[..]))
+        );
+        assert_eq!(sector_patch("abc", "abc"), None);
+        assert_eq!(sector_patch("abc", "abcd"), None);
+        let (a, mut b) = ("x".repeat(1024), "x".repeat(1024).into_bytes());
+        b[511] = b'y';
+        assert_eq!(
+            sector_patch(&a, std::str::from_utf8(&b).unwrap()),
+            Some((511, &b"y"[..]))
+        );
+        b[512] = b'y';
+        assert_eq!(sector_patch(&a, std::str::from_utf8(&b).unwrap()), None);
     }
 }

@@ -142,6 +142,9 @@ impl Frontmatter {
         for name in FIELDS {
             if let Some(value) = self.get(name) {
                 push_entry(&mut out, name, value);
+                if name == "status" && crate::model::Status::parse(value).is_some() {
+                    pad_status(&mut out, value);
+                }
             }
         }
         for (key, value) in &self.extra {
@@ -152,6 +155,21 @@ impl Frontmatter {
         out.push_str("---\n");
         out
     }
+}
+
+/// The widest status name (`clarification`).
+pub const STATUS_WIDTH: usize = 13;
+
+/// Pads the status line just written to [`STATUS_WIDTH`] with trailing spaces (which
+/// YAML drops): every status then takes the same bytes, and a status change rewrites
+/// TASK.md in place instead of replacing the file (see the store's `files::update_text`).
+fn pad_status(out: &mut String, value: &str) {
+    let line_end = out.pop();
+    out.extend(std::iter::repeat_n(
+        ' ',
+        STATUS_WIDTH.saturating_sub(value.len()),
+    ));
+    out.extend(line_end);
 }
 
 pub(crate) fn push_entry(out: &mut String, key: &str, value: &str) {
@@ -307,8 +325,9 @@ pub(crate) fn frontmatter_by_lines(yaml: &str) -> Option<Frontmatter> {
     let mut keys: Vec<&str> = Vec::new();
     for line in yaml.split_inclusive('\n') {
         let line = line.strip_suffix('\n')?;
+        // Trailing spaces end no value in YAML (the status line is padded with them).
         let (key, value) = match line.split_once(": ") {
-            Some((k, v)) => (k, Some(v)),
+            Some((k, v)) => (k, Some(v.trim_end_matches(' '))),
             None => (line.strip_suffix(':')?, None),
         };
         if !is_plain_safe(key) || keys.contains(&key) || keys.len() == LINE_KEYS_MAX {

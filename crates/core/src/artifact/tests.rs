@@ -394,7 +394,7 @@ fn render_is_canonical() {
     fm.extra.insert("multi line".into(), "a\nb\u{7}".into());
     assert_eq!(
         fm.render(),
-        "---\nid: login\ntitle: \"Log in: \\\"fast\\\" #1\"\nstatus: agent-review\nattempts: 1\n\
+        "---\nid: login\ntitle: \"Log in: \\\"fast\\\" #1\"\nstatus: agent-review \nattempts: 1\n\
          max_attempts: 3\ncrash_count: 1\nreview_round: 2\nbranch: warden/login\n\
          \"multi line\": \"a\\nb\\u0007\"\nowner: ana\n---\n"
     );
@@ -913,4 +913,39 @@ fn a_closing_fence_with_a_tab_after_it_does_not_close() {
     let doc = parse("## A\n```\n## no\n```\t\n```\n\n## Handoff\ndone\n");
     let names: Vec<&str> = doc.sections.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["A", "Handoff"]);
+}
+
+/// Every status fits the width its line is padded to, and the padded line reads back as
+/// the status (by the line reader and by YAML alike).
+#[test]
+fn the_status_line_takes_the_same_bytes_for_every_status() {
+    use crate::model::Status;
+    let widest = Status::ALL.iter().map(|s| s.as_str().len()).max().unwrap();
+    assert_eq!(widest, STATUS_WIDTH);
+    let mut lens = Vec::new();
+    for s in Status::ALL {
+        let fm = Frontmatter {
+            id: Some("t".into()),
+            status: Some(s.as_str().into()),
+            attempts: Some("1".into()),
+            ..Frontmatter::default()
+        };
+        let text = fm.render();
+        lens.push(text.len());
+        let yaml = &text["---\n".len()..text.len() - "---\n".len()];
+        assert_eq!(
+            frontmatter_by_lines(yaml).unwrap().status.as_deref(),
+            Some(s.as_str())
+        );
+        let mut errors = Vec::new();
+        assert_eq!(
+            frontmatter_by_yaml(yaml, &mut errors)
+                .unwrap()
+                .status
+                .as_deref(),
+            Some(s.as_str()),
+            "{errors:?}"
+        );
+    }
+    assert!(lens.windows(2).all(|w| w[0] == w[1]), "{lens:?}");
 }

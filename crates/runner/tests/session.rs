@@ -69,15 +69,6 @@ impl Fixture {
         self.root.join(format!(".warden/tasks/{task}/output.log"))
     }
 
-    /// Shell words that end a tmux session's program only once its output is in the log.
-    /// tmux 3.3 discards what a pane printed but tmux had not read when its program
-    /// exited (a loaded machine shows it); tests of what reaches the log wait for that
-    /// event, not a clock: the program prints a last line and waits until it is logged.
-    fn once_logged(&self, task: &str) -> String {
-        let log = self.log(task).display().to_string().replace('\'', "'\\''");
-        format!("echo output-ends; until grep -qF output-ends '{log}'; do sleep 0.05; done")
-    }
-
     fn reports(&self) -> String {
         std::fs::read_to_string(self.exe.parent().unwrap().join("reports")).unwrap_or_default()
     }
@@ -414,22 +405,88 @@ impl Drop for Server {
     }
 }
 
+/// A stopped process, continued when this is dropped (a test that fails while the tmux
+/// server is stopped must not leave it so: the server's drop asks it to exit).
+struct Stopped(i32);
+
+impl Stopped {
+    fn new(pid: i32) -> Stopped {
+        let p = rustix::process::Pid::from_raw(pid).unwrap();
+        rustix::process::kill_process(p, rustix::process::Signal::STOP).unwrap();
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let p = rustix::process::Pid::from_raw(self.0).unwrap();
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::CONT);
+    }
+}
+
+/// tmux 3.3 drops what a pane printed but had not yet read when the pane's process
+/// exited (it handles the SIGCHLD first), so a program that printed its last lines and
+/// exited at once could lose them from the log on a loaded machine. The pane's process
+/// now outlives its program until the program's output is in the log. Shown without a
+/// race: the tmux server is stopped while the program prints its last line and exits;
+/// the pane's process is still there after the program is gone (it was the program
+/// itself, dead at once); once tmux runs again, the line is logged and the program's exit
+/// code reported.
+#[test]
+fn a_pane_outlives_its_program_until_the_output_is_logged() {
+    let f = Fixture::new("tmux-drain");
+    let tmux = Server::new("tmux-drain");
+    let (go, ended) = (f.dir.join("go"), f.dir.join("ended"));
+    let script = format!(
+        "until [ -e '{}' ]; do sleep 0.01; done; echo last-line; echo $$ > '{}'; exit 5",
+        go.display(),
+        ended.display()
+    );
+    let name = start_tmux(&tmux.0, &f.spec("t1", "s1", &["sh", "-c", &script])).unwrap();
+    let pane_pid = tmux.pane(&name).pid.unwrap();
+    let server_pid: i32 = String::from_utf8(
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&tmux.0)
+            .args(["display-message", "-p", "#{pid}"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .parse()
+    .unwrap();
+    let stopped = Stopped::new(server_pid);
+    std::fs::write(&go, "").unwrap();
+    let program = read_pid(&ended);
+    assert!(dies(program), "the program never ended");
+    let state = std::fs::read_to_string(format!("/proc/{pane_pid}/stat")).unwrap_or_default();
+    let state = state.rsplit(')').next().unwrap_or("").trim();
+    let state = state.split(' ').next().unwrap_or("").to_owned();
+    assert!(
+        program != pane_pid && !state.is_empty() && !state.starts_with('Z'),
+        "the pane's process {pane_pid} ended with its program {program} ({state:?}), before tmux read its output"
+    );
+    drop(stopped);
+    f.expect_hook_report(&tmux, "t1", "s1", 5);
+    f.wait_log("t1", "last-line\r\n");
+    f.wait_log("t1", "warden:output-ends:s1");
+}
+
 #[test]
 fn tmux_reports_exit_code_logs_output_and_keeps_the_dead_pane() {
     let f = Fixture::new("tmux-exit");
     let tmux = Server::new("tmux-exit");
-    let script = format!(
-        "echo hi; pwd; echo \"$WARDEN_TASK_ID $WARDEN_ROLE\"; echo \"PATH=$PATH\"; \
-         printf '%s|' \"$@\"; echo; {}; exit 7",
-        f.once_logged("a.b")
-    );
+    let script = "echo hi; pwd; echo \"$WARDEN_TASK_ID $WARDEN_ROLE\"; echo \"PATH=$PATH\"; \
+                  printf '%s|' \"$@\"; echo; exit 7";
     let spec = f.spec(
         "a.b",
         "s1",
         &[
             "sh",
             "-c",
-            &script,
+            script,
             "sh",
             "x;",
             "#{session_name}",
@@ -657,16 +714,7 @@ fn tmux_runs_in_a_directory_whose_name_is_tmux_format_syntax() {
     std::fs::create_dir_all(&cwd).unwrap();
     let spec = SessionSpec {
         cwd: cwd.clone(),
-        // It ends once its output is logged (see `once_logged`).
-        ..f.spec(
-            "t1",
-            "s1",
-            &[
-                "sh",
-                "-c",
-                &format!("echo \"cwd=$(pwd)\"; {}", f.once_logged("t1")),
-            ],
-        )
+        ..f.spec("t1", "s1", &["sh", "-c", "echo \"cwd=$(pwd)\""])
     };
     start_tmux(&tmux.0, &spec).unwrap();
     f.expect_hook_report(&tmux, "t1", "s1", 0);

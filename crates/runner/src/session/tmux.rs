@@ -208,6 +208,29 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
     Ok(format!("run-shell -b {}", tmux_quote(&script)))
 }
 
+/// What a pane runs: the program (its input redirected from a file when there is one),
+/// then, before the pane ends, a wait until everything the program printed is in the log.
+/// tmux 3.3 discards what a pane printed but tmux had not yet read when the pane's process
+/// exits, so a program that printed its last lines and exited at once lost them from the
+/// log (and from `peek`) on a loaded machine. The script prints an end marker (an OSC
+/// sequence terminals and Warden's views ignore) after the program's output and exits
+/// once the marker is in the log, or after 2 s, or at once when the pane is gone. It
+/// catches HUP, INT and TERM (a handler, not an ignore, so the program keeps the default
+/// actions): a TERM to the pane's group reaches the program, and the pane lives until
+/// the program has ended, as when the program was the pane's process. The exit code is
+/// the program's; one killed by signal N ends with 128 + N, the code Warden records for
+/// a signal anyway.
+const PANE_SCRIPT: &str = "trap : HUP INT TERM; l=$1 m=$2 i=$3; shift 3; \
+    if [ -n \"$i\" ]; then \"$@\" < \"$i\"; else \"$@\"; fi; c=$?; \
+    printf '\\033]6973;%s\\007' \"$m\" || exit $c; n=0; \
+    while [ $n -lt 200 ] && ! tail -c 512 \"$l\" 2>/dev/null | grep -qF \"$m\"; do \
+    sleep 0.01; n=$((n + 1)); done; exit $c";
+
+/// The text a pane prints after its program's output (see [`PANE_SCRIPT`]).
+fn end_marker(session_id: &str) -> String {
+    format!("warden:output-ends:{session_id}")
+}
+
 /// Starts `spec.argv` in a detached tmux session named [`tmux_session_name`] on the private
 /// `socket`, with `spec.cwd`, `spec.env` and `PATH` (the directory of `warden_exe` first).
 /// The session keeps its dead pane (`remain-on-exit`), pipes its output to `spec.log_path`,
@@ -279,17 +302,13 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         }
     }
     env_arg("PATH", &session_path(&spec));
-    args.push("--".into());
-    if let Some(input) = &spec.stdin {
-        // The pane's input is its terminal; a fixed script redirects it from the file,
-        // with the file as `$0` and the program as `"$@"`, so neither is parsed by a shell.
-        args.extend(["sh", "-c", "exec \"$@\" < \"$0\""].map(OsString::from));
-        args.push(tmux_arg(input));
-    } else if spec.argv.len() == 1 {
-        // tmux runs a single-word command through `sh -c`; pass the program as `$0` of
-        // a fixed script instead, so it is never parsed by a shell.
-        args.extend(["sh", "-c", "exec \"$0\""].map(OsString::from));
-    }
+    // The pane runs a fixed script (see PANE_SCRIPT) with the log, the end marker and the
+    // input file as its first words and the program as `"$@"`, so nothing of the program
+    // is parsed by a shell.
+    args.extend(["--", "sh", "-c", PANE_SCRIPT, "sh"].map(OsString::from));
+    args.push(tmux_arg(&spec.log_path));
+    args.push(end_marker(&spec.session_id).into());
+    args.push(spec.stdin.as_ref().map_or_else(OsString::new, tmux_arg));
     args.extend(spec.argv.iter().map(tmux_arg));
     let (base, max) = (
         log_base.to_string(),

@@ -83,6 +83,35 @@ pub fn check_no_links(base: &Path, path: &Path) -> Result<(), FileError> {
     Ok(())
 }
 
+/// Opens a file under `base` that must be a regular file: no link in its folders, the file
+/// itself opened without following a link (atomic, unlike a check before the open) and
+/// without blocking (a FIFO must not hang the caller; it is refused), then judged by what
+/// was opened. `write` opens it for reading and writing.
+fn open_regular(
+    base: &Path,
+    path: &Path,
+    write: bool,
+) -> Result<(std::fs::File, std::fs::Metadata), FileError> {
+    use rustix::fs::{Mode, OFlags};
+    let shown = || path.display().to_string();
+    if let Some(dir) = path.parent() {
+        check_no_links(base, dir)?;
+    }
+    let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
+    let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let f = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Err(FileError::Missing(shown())),
+        Err(rustix::io::Errno::LOOP) => return Err(FileError::Symlink(shown())),
+        Err(e) => return Err(io(path, e.into())),
+    };
+    let meta = f.metadata().map_err(|e| io(path, e))?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular(shown()));
+    }
+    Ok((f, meta))
+}
+
 /// A size limit as a person reads it: `1 MiB`, `9.5 MiB`, `4096 bytes`.
 fn limit(bytes: u64) -> String {
     const MIB: u64 = 1 << 20;
@@ -105,24 +134,7 @@ pub fn read_text(base: &Path, path: &Path) -> Result<String, FileError> {
 /// with the project (STATE.md of 100,000 tasks is about 5 MB).
 pub fn read_text_up_to(base: &Path, path: &Path, max: u64) -> Result<String, FileError> {
     let shown = path.display().to_string();
-    if let Some(dir) = path.parent() {
-        check_no_links(base, dir)?;
-    }
-    // The file itself is opened without following a link (atomic, unlike a check before
-    // the open) and without blocking (a FIFO must not hang the read; it is refused
-    // below), then judged by what was opened.
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let f = match rustix::fs::open(path, flags, Mode::empty()) {
-        Ok(fd) => std::fs::File::from(fd),
-        Err(rustix::io::Errno::NOENT) => return Err(FileError::Missing(shown)),
-        Err(rustix::io::Errno::LOOP) => return Err(FileError::Symlink(shown)),
-        Err(e) => return Err(io(path, e.into())),
-    };
-    let meta = f.metadata().map_err(|e| io(path, e))?;
-    if !meta.is_file() {
-        return Err(FileError::NotRegular(shown));
-    }
+    let (f, meta) = open_regular(base, path, false)?;
     if meta.len() > max {
         return Err(FileError::TooLarge(shown, meta.len(), max));
     }
@@ -326,23 +338,8 @@ fn patch_in_place(
     at: usize,
     patch: &[u8],
 ) -> Result<bool, FileError> {
-    use rustix::fs::{Mode, OFlags};
     use std::os::unix::fs::FileExt;
-    let shown = path.display().to_string();
-    if let Some(dir) = path.parent() {
-        check_no_links(base, dir)?;
-    }
-    let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let f = match rustix::fs::open(path, flags, Mode::empty()) {
-        Ok(fd) => std::fs::File::from(fd),
-        Err(rustix::io::Errno::NOENT) => return Err(FileError::Missing(shown)),
-        Err(rustix::io::Errno::LOOP) => return Err(FileError::Symlink(shown)),
-        Err(e) => return Err(io(path, e.into())),
-    };
-    let meta = f.metadata().map_err(|e| io(path, e))?;
-    if !meta.is_file() {
-        return Err(FileError::NotRegular(shown));
-    }
+    let (f, meta) = open_regular(base, path, true)?;
     if meta.len() != current.len() as u64 {
         return Ok(false);
     }

@@ -266,8 +266,9 @@ pub fn update_text(
         }
         if let Some((at, patch)) = sector_patch(&current, &new) {
             match patch_in_place(base, path, &current, at, patch)? {
-                true => return Ok(new),
-                false => continue,
+                Patched::Done => return Ok(new),
+                Patched::Changed => continue,
+                Patched::Linked => {}
             }
         }
         let tmp = temp_name(path);
@@ -324,37 +325,51 @@ fn sector_patch<'a>(current: &str, new: &'a str) -> Option<(usize, &'a [u8])> {
     (first / SECTOR == (last - 1) / SECTOR).then(|| (first, &b[first..last]))
 }
 
+/// What [`patch_in_place`] did.
+enum Patched {
+    /// The bytes are written.
+    Done,
+    /// The file no longer holds the text read: read it again.
+    Changed,
+    /// The file has other names: replace it instead.
+    Linked,
+}
+
 /// Overwrites `patch` at `at` in `path` if the file still holds `current` (read back
 /// through the handle that writes, so the check and the write see one file). One `pwrite`
 /// inside one sector of one page: a kill leaves the old text or the new one, as a crash
 /// of the disk does, and no temporary file, rename or write-out of a new file's blocks
 /// is paid (the rename was most of what a status change spent on TASK.md). An agent's
-/// write that lands after the check is kept, except for these few bytes. Returns false
-/// when the file changed since `current` was read.
+/// write that lands after the check is kept, except for these few bytes.
 fn patch_in_place(
     base: &Path,
     path: &Path,
     current: &str,
     at: usize,
     patch: &[u8],
-) -> Result<bool, FileError> {
-    use std::os::unix::fs::FileExt;
+) -> Result<Patched, FileError> {
+    use std::os::unix::fs::{FileExt, MetadataExt};
     let (f, meta) = open_regular(base, path, true)?;
+    // A file with another name (a hard link an agent made to a file outside the
+    // workspace) is replaced, which breaks the link, never written through.
+    if meta.nlink() != 1 {
+        return Ok(Patched::Linked);
+    }
     if meta.len() != current.len() as u64 {
-        return Ok(false);
+        return Ok(Patched::Changed);
     }
     let mut now = Vec::with_capacity(current.len() + 1);
     (&f).take(current.len() as u64 + 1)
         .read_to_end(&mut now)
         .map_err(|e| io(path, e))?;
     if now != current.as_bytes() {
-        return Ok(false);
+        return Ok(Patched::Changed);
     }
     // The crash matrix's crash in the middle of a TASK.md write: here, before the one
     // write that changes the file.
     crate::failpoint::hit("mid-taskmd-write");
     f.write_all_at(patch, at as u64).map_err(|e| io(path, e))?;
-    Ok(true)
+    Ok(Patched::Done)
 }
 
 /// Creates a directory (and parents) under `base`, refusing symlinked components.
@@ -493,6 +508,21 @@ mod tests {
         let out = update_text(&d, &f, Some(stale), set("working")).unwrap();
         assert_eq!(out, format!("{}\n## Handoff\nmine\n", text("working")));
         assert_eq!(std::fs::read_to_string(&f).unwrap(), out);
+
+        // A file with another name (a hard link to a file outside the workspace) is
+        // replaced, never written through.
+        let outside = d.join("outside.md");
+        std::fs::hard_link(&f, &outside).unwrap();
+        let out = update_text(&d, &f, None, set("clarification")).unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), out);
+        assert!(out.contains("status: clarification"));
+        assert!(
+            std::fs::read_to_string(&outside)
+                .unwrap()
+                .contains("status: working      \n"),
+            "written through a hard link"
+        );
+        assert_eq!(std::fs::metadata(&f).unwrap().nlink(), 1);
 
         // A change of length replaces the file.
         let before = ino();

@@ -978,6 +978,105 @@ fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
     assert_eq!(codes, [0], "{history}");
 }
 
+/// A tmux listing that fails for a while (tmux did not answer) does not end a live
+/// session: the run took every pane missing from a failed listing for a gone session and
+/// recorded its end with the unknown code 128, failing work that was still running. A
+/// `tmux` in front of the real one fails every `list-panes` while a flag file exists;
+/// once enough listings have failed for the run to have passed over the task twice, the
+/// flag goes, the work finishes, and it is done with its own exit code.
+#[test]
+fn a_failed_tmux_listing_does_not_end_a_live_session() {
+    let p = Project::new("tmux");
+    let go = p.root.join("go");
+    let work = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo hi > hi.txt",
+        go.display()
+    );
+    p.ok(&[
+        "task",
+        "create",
+        "s",
+        "--work",
+        &work,
+        "--max-attempts",
+        "1",
+    ]);
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v tmux"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_owned();
+    let bin_dir = p.root.join("fake-tmux");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let (flag, failed) = (p.root.join("tmux-fails"), p.root.join("tmux-failed"));
+    let fake = bin_dir.join("tmux");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" list-panes \"*) if [ -e '{flag}' ]; then \
+             echo x >> '{failed}'; echo 'tmux: lost the server for a moment' >&2; exit 1; fi;; esac\n\
+             exec '{real}' \"$@\"\n",
+            flag = flag.display(),
+            failed = failed.display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut run = p.cmd(&["run", "--until-idle"]);
+    run.env("PATH", &path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = run.spawn().unwrap();
+    p.json_until(&["task", "show", "s"], "s's session", |t| {
+        !t["session"].is_null()
+    });
+    std::fs::write(&flag, "").unwrap();
+    // Each 500 ms sweep lists twice and the pass after it once; nine failed listings
+    // are three sweeps and their passes, each followed by the report it asked for. (A
+    // run that took the session for gone ends the task and stops here.)
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&failed).map_or(0, |t| t.lines().count()) < 9
+        && child.try_wait().unwrap().is_none()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "tmux was never listed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_file(&flag).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let o = crate::hostile::finish(child, Duration::from_secs(120), "warden run --until-idle");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let t = p.task("s");
+    assert_eq!(t["status"], "done", "{out}");
+    let history = p.ok(&["--json", "history", "s"]);
+    let codes: Vec<Value> = history
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "session.exited")
+        .map(|e| e["data"]["exit_code"].clone())
+        .collect();
+    assert_eq!(codes, [0], "{history}");
+}
+
 /// While `warden run` goes on trying a task whose steps keep failing, `warden status`
 /// names it and its error under the supervisor (it was "Needs you: nothing" and
 /// "Running: nothing" before). Once the person removes the cause the next try works,

@@ -1182,10 +1182,16 @@ impl Supervisor {
             if !p.dead {
                 continue;
             }
+            // A task that is gone has nothing to report; a store that cannot be read
+            // says nothing, and the pane stays until it can (removed unreported, its end
+            // would be recorded later with an unknown code).
             let ended = TaskId::new(t)
                 .ok()
-                .and_then(|id| self.app.eng.store.get(&id).ok().flatten())
-                .is_none_or(|task| task.sessions().iter().any(|r| &r.id == s && r.ended));
+                .is_none_or(|id| match self.app.eng.store.get(&id) {
+                    Ok(Some(task)) => task.sessions().iter().any(|r| &r.id == s && r.ended),
+                    Ok(None) => true,
+                    Err(_) => false,
+                });
             if ended {
                 let _ = session::tmux_remove(&socket, &p.name);
             }

@@ -116,10 +116,25 @@ impl Step<'_> {
                 let files = SessionFiles::of(&self.eng().ws, id, session);
                 // A process session's host recorded its code; a tmux pane keeps its own
                 // (and why Warden ended it) until it is removed.
-                let pane = session::tmux_list(&tmux_socket(&self.eng().ws))
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|p| p.name == session::tmux_session_name(session) && p.dead);
+                let socket = tmux_socket(&self.eng().ws);
+                let name = session::tmux_session_name(session);
+                let listed = if socket.exists() {
+                    session::tmux_list(&socket)
+                } else {
+                    Ok(Vec::new())
+                };
+                // The pass saw no live pane for it. If this look finds the pane running,
+                // or tmux does not answer and no host recorded a code, the session is not
+                // known to be gone: a listing that failed for a moment must not end a live
+                // session with an unknown code. The next pass looks again.
+                let pane = match listed {
+                    Ok(panes) if panes.iter().any(|p| p.name == name && !p.dead) => {
+                        return Ok(None);
+                    }
+                    Ok(panes) => panes.into_iter().find(|p| p.name == name),
+                    Err(_) if host::recorded_exit(&files).is_none() => return Ok(None),
+                    Err(_) => None,
+                };
                 let code = host::recorded_exit(&files)
                     .or(pane.as_ref().and_then(|p| p.dead_status))
                     .unwrap_or(schedule::UNKNOWN_EXIT);

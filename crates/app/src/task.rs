@@ -366,7 +366,7 @@ impl App {
             // may run for an hour (the guard of a `task complete`, a direct task's
             // postchecks): the check is stopped, its holder records it as failed and
             // lets go, and the cancel follows.
-            let note = warden_runner::pipeline::check_note(&self.eng, &req.id);
+            let note = self.eng.ws.check_note(&req.id);
             let grace = std::time::Duration::from_secs(self.eng.config.limits.kill_after_s);
             warden_runner::check::stop_noted_check(&note, grace);
         }

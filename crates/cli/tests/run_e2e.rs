@@ -934,12 +934,7 @@ fn session_end_unreported_is_seen(mode: &str) {
 #[test]
 fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
     let p = Project::new("tmux");
-    let go = p.root.join("go");
-    let work = format!(
-        "while [ ! -e '{}' ]; do sleep 0.05; done; echo hi > hi.txt",
-        go.display()
-    );
-    p.ok(&["task", "create", "s", "--work", &work]);
+    let go = work_until_go(&p, &[]);
     let copy = std::env::temp_dir().join(format!(
         "warden-copy-{}-{}",
         std::process::id(),
@@ -957,7 +952,28 @@ fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
     });
     std::fs::remove_file(&copy).unwrap();
     std::fs::write(&go, "").unwrap();
-    let o = crate::hostile::finish(child, Duration::from_secs(120), "warden run --until-idle");
+    let t = done_with_its_own_code(&p, child);
+    assert_eq!(t["attempts"], 0, "{t}");
+}
+
+/// Creates task `s` whose work waits for the file `go` in the project, then writes
+/// `hi.txt`; returns the path of `go`.
+fn work_until_go(p: &Project, extra: &[&str]) -> PathBuf {
+    let go = p.root.join("go");
+    let work = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo hi > hi.txt",
+        go.display()
+    );
+    let mut args = vec!["task", "create", "s", "--work", &work];
+    args.extend_from_slice(extra);
+    p.ok(&args);
+    go
+}
+
+/// Waits for `run --until-idle` to end, and checks that it ended well, that task `s` is
+/// done, and that its one session ended with its own code, 0. Returns the task.
+fn done_with_its_own_code(p: &Project, run: std::process::Child) -> Value {
+    let o = crate::hostile::finish(run, Duration::from_secs(120), "warden run --until-idle");
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         o.status.code(),
@@ -967,7 +983,6 @@ fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
     );
     let t = p.task("s");
     assert_eq!(t["status"], "done", "{out}");
-    assert_eq!(t["attempts"], 0, "{out}");
     let history = p.ok(&["--json", "history", "s"]);
     let codes: Vec<Value> = history
         .lines()
@@ -976,6 +991,7 @@ fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
         .map(|e| e["data"]["exit_code"].clone())
         .collect();
     assert_eq!(codes, [0], "{history}");
+    t
 }
 
 /// A tmux listing that fails for a while (tmux did not answer) does not end a live
@@ -987,20 +1003,7 @@ fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
 #[test]
 fn a_failed_tmux_listing_does_not_end_a_live_session() {
     let p = Project::new("tmux");
-    let go = p.root.join("go");
-    let work = format!(
-        "while [ ! -e '{}' ]; do sleep 0.05; done; echo hi > hi.txt",
-        go.display()
-    );
-    p.ok(&[
-        "task",
-        "create",
-        "s",
-        "--work",
-        &work,
-        "--max-attempts",
-        "1",
-    ]);
+    let go = work_until_go(&p, &["--max-attempts", "1"]);
     let real = String::from_utf8(
         Command::new("sh")
             .args(["-c", "command -v tmux"])
@@ -1045,36 +1048,13 @@ fn a_failed_tmux_listing_does_not_end_a_live_session() {
     // Each 500 ms sweep lists twice and the pass after it once; nine failed listings
     // are three sweeps and their passes, each followed by the report it asked for. (A
     // run that took the session for gone ends the task and stops here.)
-    let start = std::time::Instant::now();
-    while std::fs::read_to_string(&failed).map_or(0, |t| t.lines().count()) < 9
-        && child.try_wait().unwrap().is_none()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "tmux was never listed"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::pg_runners::wait_until(Duration::from_secs(60), "nine failed listings", || {
+        std::fs::read_to_string(&failed).map_or(0, |t| t.lines().count()) >= 9
+            || child.try_wait().unwrap().is_some()
+    });
     std::fs::remove_file(&flag).unwrap();
     std::fs::write(&go, "").unwrap();
-    let o = crate::hostile::finish(child, Duration::from_secs(120), "warden run --until-idle");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let t = p.task("s");
-    assert_eq!(t["status"], "done", "{out}");
-    let history = p.ok(&["--json", "history", "s"]);
-    let codes: Vec<Value> = history
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|e| e["type"] == "session.exited")
-        .map(|e| e["data"]["exit_code"].clone())
-        .collect();
-    assert_eq!(codes, [0], "{history}");
+    done_with_its_own_code(&p, child);
 }
 
 /// While `warden run` goes on trying a task whose steps keep failing, `warden status`

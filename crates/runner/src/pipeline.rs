@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use warden_core::model::{Phase, PhaseStatus, Status, Task, TaskId, WorkSpec};
+use warden_core::model::{Phase, PhaseStatus, Status, Task, WorkSpec};
 use warden_core::ops::{GuardOutcome, Needs, TransitionInput};
 use warden_store::Engine;
 
@@ -61,15 +61,11 @@ fn timeout(eng: &Engine) -> Duration {
     Duration::from_secs(eng.config.limits.phase_timeout_s)
 }
 
-/// Where a task's running check is named (see [`check::run_check_noted`]): a person's
-/// cancel stops it instead of waiting for it behind the task's lock.
-pub fn check_note(eng: &Engine, id: &TaskId) -> PathBuf {
-    eng.ws.check_note(id)
-}
-
 /// Runs a check spec (prechecks or postchecks) for a task.
 pub fn run_spec(eng: &Engine, t: &Task, spec: &WorkSpec) -> check::CheckRun {
-    let note = check_note(eng, t.id());
+    // Named while it runs: a person's cancel stops it instead of waiting behind the
+    // task's lock (see `Workspace::check_note`).
+    let note = eng.ws.check_note(t.id());
     check::run_check_noted(
         spec,
         &task_cwd(eng, t),

@@ -127,15 +127,16 @@ impl Step<'_> {
                 // or tmux does not answer and no host recorded a code, the session is not
                 // known to be gone: a listing that failed for a moment must not end a live
                 // session with an unknown code. The next pass looks again.
+                let recorded = host::recorded_exit(&files);
                 let pane = match listed {
                     Ok(panes) if panes.iter().any(|p| p.name == name && !p.dead) => {
                         return Ok(None);
                     }
                     Ok(panes) => panes.into_iter().find(|p| p.name == name),
-                    Err(_) if host::recorded_exit(&files).is_none() => return Ok(None),
+                    Err(_) if recorded.is_none() => return Ok(None),
                     Err(_) => None,
                 };
-                let code = host::recorded_exit(&files)
+                let code = recorded
                     .or(pane.as_ref().and_then(|p| p.dead_status))
                     .unwrap_or(schedule::UNKNOWN_EXIT);
                 let report = ExitReport {

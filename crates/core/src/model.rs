@@ -86,19 +86,26 @@ pub enum IdError {
 impl TaskId {
     /// Validates and wraps an id.
     pub fn new(s: &str) -> Result<TaskId, IdError> {
-        if s.is_empty() {
+        let [first, rest @ ..] = s.as_bytes() else {
             return Err(IdError::Empty);
-        }
-        if s.chars().count() > 64 {
+        };
+        // Every allowed character is one byte: a valid id's length in characters is its
+        // length in bytes, and only an invalid one needs its characters counted (a store
+        // checks every id it reads, tens of thousands for one `task list`).
+        let lead_ok = first.is_ascii_lowercase() || first.is_ascii_digit();
+        let valid = lead_ok
+            && rest.iter().all(|&c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-')
+            });
+        let too_long = if valid {
+            s.len() > 64
+        } else {
+            s.chars().count() > 64
+        };
+        if too_long {
             return Err(IdError::TooLong(truncate_for_message(s)));
         }
-        let mut chars = s.chars();
-        let first = chars.next().unwrap_or('.');
-        let lead_ok = first.is_ascii_lowercase() || first.is_ascii_digit();
-        let rest_ok = chars.all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_' || c == '-'
-        });
-        if !lead_ok || !rest_ok {
+        if !valid {
             return Err(IdError::BadChar(truncate_for_message(s)));
         }
         Ok(TaskId(s.to_owned()))
@@ -889,6 +896,55 @@ mod tests {
         ) {
             proptest::prop_assert_eq!(same_bytes(&a, &b), a == b);
         }
+    }
+
+    /// [`TaskId::new`]'s rules as they read: too long in characters first, then any
+    /// character outside the set.
+    fn id_by_the_rules(s: &str) -> Result<(), &'static str> {
+        let mut chars = s.chars();
+        let Some(first) = chars.next() else {
+            return Err("empty");
+        };
+        if s.chars().count() > 64 {
+            return Err("too long");
+        }
+        let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        if allowed(first) && chars.all(|c| allowed(c) || ".-_".contains(c)) {
+            Ok(())
+        } else {
+            Err("bad char")
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn an_id_is_checked_by_the_rules(s in "[a9._\\-Aé/ ]{0,70}") {
+            let got = match TaskId::new(&s) {
+                Ok(_) => Ok(()),
+                Err(IdError::Empty) => Err("empty"),
+                Err(IdError::TooLong(_)) => Err("too long"),
+                Err(IdError::BadChar(_)) => Err("bad char"),
+                Err(e) => panic!("{e}"),
+            };
+            proptest::prop_assert_eq!(got, id_by_the_rules(&s));
+        }
+    }
+
+    #[test]
+    fn an_id_is_measured_in_characters() {
+        // 33 characters in 66 bytes: within the length, outside the character set.
+        assert!(matches!(
+            TaskId::new(&"é".repeat(33)),
+            Err(IdError::BadChar(_))
+        ));
+        assert!(matches!(
+            TaskId::new(&"é".repeat(65)),
+            Err(IdError::TooLong(_))
+        ));
+        assert!(matches!(
+            TaskId::new(&"a".repeat(65)),
+            Err(IdError::TooLong(_))
+        ));
     }
 
     fn check_id(s: &str, ok: bool) {

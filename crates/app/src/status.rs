@@ -155,18 +155,18 @@ impl App {
     /// The progress over the leaves (STATE.md's), from the store's tally: cheap enough
     /// for a display redrawn at every step.
     pub fn progress(&self) -> Result<warden_core::progress::Progress> {
-        let groups = self.groups()?;
-        Ok(warden_core::head::progress_of_counts(&groups.leaf_counts()))
+        Ok(warden_core::head::progress_of_counts(
+            &self.leaf_tally()?.counts,
+        ))
     }
 
     /// `warden status`. Counts come from the store's tally and only tasks that are not
     /// at rest are read, so it costs the same with 100,000 tasks as with ten.
     pub fn status(&self) -> Result<StatusView> {
-        let groups = self.groups()?;
-        let leaf_counts = groups.leaf_counts();
-        let progress = warden_core::head::progress_of_counts(&leaf_counts);
+        let leaves = self.leaf_tally()?;
+        let progress = warden_core::head::progress_of_counts(&leaves.counts);
         let mut counts: BTreeMap<Status, usize> = BTreeMap::new();
-        for (status, _, n) in &leaf_counts {
+        for (status, _, n) in &leaves.counts {
             *counts.entry(*status).or_default() += *n as usize;
         }
         let active: Vec<Task> = self
@@ -174,7 +174,7 @@ impl App {
             .store
             .active()?
             .into_iter()
-            .filter(|t| !groups.has(t.id()))
+            .filter(|t| !leaves.parents.contains(t.id()))
             .collect();
         let mut needs_you = Vec::new();
         let mut running = Vec::new();

@@ -874,6 +874,13 @@ impl Store for PgStore {
         self.query_tally("SELECT parent, status, passes, n FROM tally ORDER BY 1, 2, 3")
     }
 
+    fn group_tally(&self) -> Result<Vec<Tally>, StoreError> {
+        self.query_tally(
+            "SELECT ''::text, status, passes, count(*) FROM tasks
+             WHERE id IN (SELECT parent FROM tally) GROUP BY 2, 3 ORDER BY 2, 3",
+        )
+    }
+
     fn recount(&self) -> Result<Vec<Tally>, StoreError> {
         self.query_tally(
             "SELECT coalesce(parent, ''), status, passes, count(*) FROM tasks

@@ -513,6 +513,26 @@ fn check_heads(s: &dyn Store) {
     assert_eq!(s.all_heads().unwrap(), heads);
     let active: Vec<_> = tasks.iter().filter(|t| !t.at_rest()).cloned().collect();
     assert_eq!(s.active().unwrap(), active);
+    // The groups, counted by their own stored status: every task some task names as
+    // its parent, and nothing else.
+    let mut groups: std::collections::BTreeMap<(String, bool), u64> = Default::default();
+    for t in &tasks {
+        if tasks.iter().any(|c| c.spec.parent.as_ref() == Some(t.id())) {
+            *groups
+                .entry((t.status().as_str().to_owned(), t.passes()))
+                .or_default() += 1;
+        }
+    }
+    let counted: std::collections::BTreeMap<(String, bool), u64> = s
+        .group_tally()
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r.parent, None, "a group tally row names no parent");
+            ((r.status.as_str().to_owned(), r.passes), r.n)
+        })
+        .collect();
+    assert_eq!(counted, groups, "the groups' own statuses, counted");
 }
 
 /// The head columns, the tally and the targeted reads agree with the tasks themselves

@@ -35,7 +35,7 @@ use warden_store::{Engine, Workspace};
 pub use warden_core::failure::ExitCode;
 pub use warden_store::Engine as StoreEngine;
 
-use crate::view::TaskView;
+use crate::view::{Children, TaskView};
 
 /// What every operation returns.
 pub type Result<T, E = Failure> = std::result::Result<T, E>;
@@ -84,8 +84,14 @@ impl App {
 
     /// Every task (or those in one status), in tree order: depth-first, siblings by
     /// `(order, id)`, as the plan reads. One status reads only the tasks stored in it and
-    /// the groups whose derived status it is (from the store's tally), not every task.
-    pub fn list(&self, status: Option<warden_core::model::Status>) -> Result<Vec<TaskView>> {
+    /// the groups whose derived status it is (from the store's tally), not every task,
+    /// and the groups' children only when they are [`Children::Listed`]. (The whole
+    /// tree has every child at hand and always lists them.)
+    pub fn list(
+        &self,
+        status: Option<warden_core::model::Status>,
+        children: Children,
+    ) -> Result<Vec<TaskView>> {
         let Some(status) = status else {
             return self.list_where(|_, _| true);
         };
@@ -105,12 +111,12 @@ impl App {
             .collect();
         tasks.extend(self.eng.store.get_many(&shown)?);
         let tasks = self.in_tree_order(tasks)?;
-        self.views_of(&tasks, &groups)
+        self.views_of(&tasks, &groups, children)
     }
 
     /// The tasks that wait for a person (a review, a question, stuck, a dead session), in
     /// tree order. Only tasks that are not at rest can, so only those are read.
-    pub fn list_needs_you(&self) -> Result<Vec<TaskView>> {
+    pub fn list_needs_you(&self, children: Children) -> Result<Vec<TaskView>> {
         let groups = self.groups()?;
         let tasks: Vec<Task> = self
             .eng
@@ -120,7 +126,7 @@ impl App {
             .filter(|t| !groups.has(t.id()) && self.needs_you(t).is_some())
             .collect();
         let tasks = self.in_tree_order(tasks)?;
-        self.views_of(&tasks, &groups)
+        self.views_of(&tasks, &groups, children)
     }
 
     fn list_where(&self, keep: impl Fn(&Task, &TreeIndex<'_>) -> bool) -> Result<Vec<TaskView>> {
@@ -151,7 +157,7 @@ impl App {
         } else {
             nearby::Groups::default()
         };
-        let mut views = self.views_of(std::slice::from_ref(t), &groups)?;
+        let mut views = self.views_of(std::slice::from_ref(t), &groups, Children::Listed)?;
         views
             .pop()
             .ok_or_else(|| Failure::internal("a task without a view; this is a Warden bug"))

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use warden_core::head::{self, TaskHead};
 use warden_core::model::{Status, Task, TaskId};
 
-use crate::view::{Around, TaskView};
+use crate::view::{Around, Children, TaskView};
 use crate::{App, Result};
 
 /// Every group of the store (a task with children), with its derived status, read from
@@ -87,9 +87,15 @@ impl App {
         Ok(Groups { heads, derived })
     }
 
-    /// The views of `tasks` (in their order), each with its children, its status as views
-    /// show it and whether its dependencies are done, read for these tasks only.
-    pub(crate) fn views_of(&self, tasks: &[Task], groups: &Groups) -> Result<Vec<TaskView>> {
+    /// The views of `tasks` (in their order), each with its children (when
+    /// `listing` them), its status as views show it and whether its dependencies are done, read
+    /// for these tasks only.
+    pub(crate) fn views_of(
+        &self,
+        tasks: &[Task],
+        groups: &Groups,
+        listing: Children,
+    ) -> Result<Vec<TaskView>> {
         let deps: BTreeSet<TaskId> = tasks
             .iter()
             .flat_map(|t| t.spec.depends_on.iter())
@@ -112,7 +118,7 @@ impl App {
         };
         let mut out = Vec::with_capacity(tasks.len());
         for t in tasks {
-            let children = if groups.has(t.id()) {
+            let children = if listing == Children::Listed && groups.has(t.id()) {
                 self.eng.store.child_ids(t.id())?
             } else {
                 Vec::new()

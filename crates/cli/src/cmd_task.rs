@@ -5,7 +5,7 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 use warden_app::task::{Answer, CreateTask, RetryTask, Transition};
-use warden_app::view::TaskView;
+use warden_app::view::{Children, TaskView};
 use warden_app::{App, Result};
 use warden_core::event::SpecChange;
 use warden_core::exit::ExitReport;
@@ -414,10 +414,16 @@ fn create(g: &Global, app: &App, a: CreateArgs) -> Result<()> {
 
 fn list(g: &Global, app: &App, status: Option<String>, needs_me: bool) -> Result<()> {
     let filter = status.as_deref().map(warden_app::status).transpose()?;
-    let shown: Vec<TaskView> = if needs_me {
-        app.list_needs_you()?
+    // The table shows no children: only `--json` reads them.
+    let children = if g.json {
+        Children::Listed
     } else {
-        app.list(filter)?
+        Children::Omitted
+    };
+    let shown: Vec<TaskView> = if needs_me {
+        app.list_needs_you(children)?
+    } else {
+        app.list(filter, children)?
     };
     let whole_tree = filter.is_none() && !needs_me;
     if g.json {

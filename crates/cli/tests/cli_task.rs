@@ -283,6 +283,17 @@ fn show_and_list_json_have_the_documented_shape() {
     let working = ws.json(&["task", "list", "--status", "working"]);
     assert_eq!(ids(&working), ["app", "api"]);
     assert_eq!(ws.show("app")["status"], "working");
+    assert_eq!(
+        working[0],
+        ws.show("app"),
+        "a filtered list gives show's object, the group's children included"
+    );
+    let o = ws.ok(&["task", "list", "--status", "working"]);
+    let table = text(&o.stdout);
+    assert!(
+        table.contains("app") && table.contains("api"),
+        "the table lists both:\n{table}"
+    );
     ws.expect(&["task", "list", "--status", "sleeping"], 2);
     ws.expect(&["task", "show", "nope"], 3);
     // Human output works too and mentions the task.

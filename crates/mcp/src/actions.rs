@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use warden_app::App;
 use warden_app::plan::{ApplyRequest, PlanInput, plan_from_json};
 use warden_app::task::{CreateTask, RetryTask, Transition};
+use warden_app::view::Children;
 use warden_core::event::SpecChange;
 use warden_core::failure::Failure;
 use warden_core::memory::MemoryDelta;
@@ -40,7 +41,7 @@ pub fn task_get(app: &App, id: &TaskId) -> Res {
 /// `task_list`: `{"tasks": [...]}`.
 pub fn task_list(app: &App, filter: Option<&str>) -> Res {
     let filter = filter.map(status).transpose()?;
-    Ok(json!({ "tasks": app.list(filter)? }))
+    Ok(json!({ "tasks": app.list(filter, Children::Listed)? }))
 }
 
 /// `task_create`: as `warden task create`.

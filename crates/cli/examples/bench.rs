@@ -713,14 +713,19 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
                 ],
             ));
         }
+        // As `plan apply` does them: the file read and parsed on a thread while the rows
+        // load (on 2 cores the two in a row took longer than the whole apply).
         let floor = best(5, || {
             let start = Instant::now();
-            let text = std::fs::read_to_string(dir.join("tree.json")).unwrap();
-            let plan: tree::PlanFile = serde_json::from_str(&text).unwrap();
+            let file = dir.join("tree.json");
+            let plan = std::thread::spawn(move || {
+                let text = std::fs::read_to_string(file).unwrap();
+                serde_json::from_str::<tree::PlanFile>(&text).unwrap()
+            });
             let ws = Workspace::find(&dir, Some(&dir)).unwrap();
             let eng = Engine::open(ws, Actor::Runner).unwrap();
             let tasks = eng.store.list().unwrap();
-            std::hint::black_box((plan, tasks));
+            std::hint::black_box((plan.join().unwrap(), tasks));
             start.elapsed()
         });
         let _ = std::fs::remove_dir_all(&dir);
@@ -811,7 +816,7 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
         figure: ms(last.apply),
         target: "< 350 ms".into(),
         limit: format!(
-            "floor (read + parse the file, load the rows) {}; {}",
+            "floor (read + parse the file beside loading the rows) {}; {}",
             ms(last.floor),
             by(&|x| ms(x.apply))
         ),

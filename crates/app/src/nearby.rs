@@ -29,39 +29,7 @@ impl Groups {
     }
 }
 
-/// The leaves counted and the groups named, from the two tallies: what `warden status`
-/// and the progress need, with no group read (at 100,000 tasks in 1,000 groups, reading
-/// their heads was a quarter of `warden status`).
-#[derive(Debug)]
-pub(crate) struct LeafTally {
-    /// Every task counted by stored `(status, passes)`, groups left out: the leaves.
-    pub(crate) counts: Vec<(Status, bool, u64)>,
-    /// The parents the tally names: every group, and maybe ids that are no task.
-    pub(crate) parents: BTreeSet<TaskId>,
-}
-
 impl App {
-    /// The leaves' counts and the groups' ids.
-    pub(crate) fn leaf_tally(&self) -> Result<LeafTally> {
-        let mut counts: BTreeMap<(Status, bool), i64> = BTreeMap::new();
-        let mut parents = BTreeSet::new();
-        for r in self.eng.store.tally()? {
-            *counts.entry((r.status, r.passes)).or_default() += r.n as i64;
-            parents.extend(r.parent);
-        }
-        for r in self.eng.store.group_tally()? {
-            *counts.entry((r.status, r.passes)).or_default() -= r.n as i64;
-        }
-        Ok(LeafTally {
-            counts: counts
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|((s, p), n)| (s, p, n as u64))
-                .collect(),
-            parents,
-        })
-    }
-
     /// The groups and their derived statuses.
     pub(crate) fn groups(&self) -> Result<Groups> {
         let tally = self.eng.store.tally()?;

@@ -110,10 +110,12 @@ pub trait Store {
     fn tally(&self) -> Result<Vec<Tally>, StoreError>;
     /// The tally computed again from the task rows (for `warden check`).
     fn recount(&self) -> Result<Vec<Tally>, StoreError>;
-    /// The tasks that have children (the tally's parents that are tasks), counted by
-    /// their own stored `(status, passes)`, every row's `parent` `None`: with
-    /// [`Store::tally`], what counts the leaves without reading a group.
-    fn group_tally(&self) -> Result<Vec<Tally>, StoreError>;
+    /// The leaves (tasks without children) counted by stored `(status, passes)`, every
+    /// row's `parent` `None`: the tally's sums less the groups' own rows, counted by the
+    /// store without a group read.
+    fn leaf_tally(&self) -> Result<Vec<Tally>, StoreError>;
+    /// Which of `ids` have children (sorted), from the tally.
+    fn groups_among(&self, ids: &[TaskId]) -> Result<Vec<TaskId>, StoreError>;
     /// The events whose type is one of `types`, oldest first; with `status`, only those
     /// of tasks now in that status.
     fn events_of(&self, types: &[&str], status: Option<Status>) -> Result<Vec<Event>, StoreError>;

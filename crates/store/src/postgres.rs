@@ -874,11 +874,28 @@ impl Store for PgStore {
         self.query_tally("SELECT parent, status, passes, n FROM tally ORDER BY 1, 2, 3")
     }
 
-    fn group_tally(&self) -> Result<Vec<Tally>, StoreError> {
+    fn leaf_tally(&self) -> Result<Vec<Tally>, StoreError> {
         self.query_tally(
-            "SELECT ''::text, status, passes, count(*) FROM tasks
-             WHERE id IN (SELECT parent FROM tally) GROUP BY 2, 3 ORDER BY 2, 3",
+            "SELECT ''::text, status, passes, sum(n)::bigint FROM (
+               SELECT status, passes, n FROM tally
+               UNION ALL
+               SELECT status, passes, -count(*) FROM tasks
+               WHERE id IN (SELECT parent FROM tally) GROUP BY 1, 2) AS t
+             GROUP BY 2, 3 HAVING sum(n) > 0 ORDER BY 2, 3",
         )
+    }
+
+    fn groups_among(&self, ids: &[TaskId]) -> Result<Vec<TaskId>, StoreError> {
+        let mut c = self.client()?;
+        let q = self.stmt(
+            &mut *c,
+            "SELECT DISTINCT parent FROM tally WHERE parent = ANY($1) ORDER BY 1",
+        )?;
+        let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+        let rows = c.query(&q, &[&ids]).map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| crate::stored_id(r.get::<_, &str>(0)))
+            .collect()
     }
 
     fn recount(&self) -> Result<Vec<Tally>, StoreError> {

@@ -1049,12 +1049,36 @@ impl Store for SqliteStore {
         self.read_tally("SELECT parent, status, passes, n FROM tally ORDER BY 1, 2, 3")
     }
 
-    fn group_tally(&self) -> Result<Vec<Tally>, StoreError> {
-        // One lookup per group in the covering `tasks_heads`, counted in SQLite.
+    fn leaf_tally(&self) -> Result<Vec<Tally>, StoreError> {
+        // The groups' own rows: one lookup per group in the covering `tasks_heads`.
         self.read_tally(
-            "SELECT '', status, passes, count(*) FROM tasks INDEXED BY tasks_heads
-             WHERE id IN (SELECT parent FROM tally) GROUP BY 2, 3 ORDER BY 2, 3",
+            "SELECT '', status, passes, sum(n) FROM (
+               SELECT status, passes, n FROM tally
+               UNION ALL
+               SELECT status, passes, -count(*) FROM tasks INDEXED BY tasks_heads
+               WHERE id IN (SELECT parent FROM tally) GROUP BY 1, 2)
+             GROUP BY 2, 3 HAVING sum(n) > 0 ORDER BY 2, 3",
         )
+    }
+
+    fn groups_among(&self, ids: &[TaskId]) -> Result<Vec<TaskId>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT parent FROM tally
+                 WHERE parent IN (SELECT value FROM json_each(?1)) ORDER BY 1",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([id_array(ids)]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            let text = r
+                .get_ref(0)
+                .and_then(|v| Ok(v.as_str()?))
+                .map_err(|e| self.err(e))?;
+            out.push(crate::stored_id(text)?);
+        }
+        Ok(out)
     }
 
     fn recount(&self) -> Result<Vec<Tally>, StoreError> {

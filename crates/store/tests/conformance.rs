@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use warden_core::event::Actor;
 use warden_core::memory::{self, Memory, MemoryCaps, MemoryDelta};
-use warden_core::model::{Status, TaskId, TaskSpec, WorkflowKind};
+use warden_core::model::{Status, Task, TaskId, TaskSpec, WorkflowKind};
 use warden_core::ops::{self, Change, Ctx, Initial, TransitionInput};
 use warden_store::{Batch, Fence, Store, StoreError};
 
@@ -513,26 +513,46 @@ fn check_heads(s: &dyn Store) {
     assert_eq!(s.all_heads().unwrap(), heads);
     let active: Vec<_> = tasks.iter().filter(|t| !t.at_rest()).cloned().collect();
     assert_eq!(s.active().unwrap(), active);
-    // The groups, counted by their own stored status: every task some task names as
-    // its parent, and nothing else.
-    let mut groups: std::collections::BTreeMap<(String, bool), u64> = Default::default();
-    for t in &tasks {
-        if tasks.iter().any(|c| c.spec.parent.as_ref() == Some(t.id())) {
-            *groups
-                .entry((t.status().as_str().to_owned(), t.passes()))
-                .or_default() += 1;
-        }
+    // The leaves counted by stored status (a group is any task some task names as its
+    // parent), and which tasks are groups.
+    let is_group = |t: &Task| tasks.iter().any(|c| c.spec.parent.as_ref() == Some(t.id()));
+    let mut leaves: std::collections::BTreeMap<(String, bool), u64> = Default::default();
+    for t in tasks.iter().filter(|t| !is_group(t)) {
+        *leaves
+            .entry((t.status().as_str().to_owned(), t.passes()))
+            .or_default() += 1;
     }
     let counted: std::collections::BTreeMap<(String, bool), u64> = s
-        .group_tally()
+        .leaf_tally()
         .unwrap()
         .into_iter()
         .map(|r| {
-            assert_eq!(r.parent, None, "a group tally row names no parent");
+            assert_eq!(r.parent, None, "a leaf tally row names no parent");
             ((r.status.as_str().to_owned(), r.passes), r.n)
         })
         .collect();
-    assert_eq!(counted, groups, "the groups' own statuses, counted");
+    assert_eq!(counted, leaves, "the leaves, counted");
+    let mut asked: Vec<TaskId> = tasks.iter().map(|t| t.id().clone()).collect();
+    asked.push(tid("nope"));
+    let groups: Vec<TaskId> = tasks
+        .iter()
+        .filter(|t| is_group(t))
+        .map(|t| t.id().clone())
+        .collect();
+    assert_eq!(
+        s.groups_among(&asked).unwrap(),
+        groups,
+        "the groups among them"
+    );
+    assert_eq!(
+        s.groups_among(&asked[..1]).unwrap(),
+        groups
+            .iter()
+            .filter(|g| **g == asked[0])
+            .cloned()
+            .collect::<Vec<_>>(),
+        "only those asked about"
+    );
 }
 
 /// The head columns, the tally and the targeted reads agree with the tasks themselves

@@ -645,6 +645,7 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
         status: Duration,
         list: Duration,
         state: Duration,
+        state_changed: Duration,
         apply: Duration,
         floor: Duration,
     }
@@ -694,6 +695,19 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
                 state.push(run(&dir, &["state"]));
             }
         }
+        // STATE.md again right after a change (the kept text no longer holds): the last
+        // task leaves clarification and comes back, a render after each.
+        let mut state_changed = Vec::new();
+        for to in [
+            "working",
+            "clarification",
+            "working",
+            "clarification",
+            "working",
+        ] {
+            run(&dir, &["task", "update", &t, "--status", to]);
+            state_changed.push(run(&dir, &["state"]));
+        }
         // `plan apply` of the whole tree as `plan export` prints it, a different leaf each
         // time; beside it, the floor: read and parse that file and load the stored rows.
         std::fs::write(dir.join("tree.json"), output(&dir, &["plan", "export"])).unwrap();
@@ -741,6 +755,7 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
             status: percentile(status, 0.5),
             list: percentile(list, 0.5),
             state: percentile(state, 0.5),
+            state_changed: percentile(state_changed, 0.5),
             apply: percentile(apply, 0.5),
             floor,
         });
@@ -808,6 +823,18 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
             ok: Some(d < Duration::from_millis(limit_ms)),
         });
     }
+    let d = last.state_changed;
+    rows.push(Row {
+        name: format!("    … STATE.md right after a change, {big} (p50)"),
+        figure: ms(d),
+        target: "< 50 ms".into(),
+        limit: format!(
+            "{}; {}",
+            by(&|x| ms(x.state_changed)),
+            growth(&|x| x.state_changed)
+        ),
+        ok: Some(d < Duration::from_millis(50)),
+    });
     rows.push(Row {
         name: format!(
             "    `plan apply` end to end, {} nodes (p50)",

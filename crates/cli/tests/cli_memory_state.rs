@@ -404,12 +404,19 @@ fn a_big_projects_state_md_is_kept_and_follows_every_change() {
             .to_owned();
         line["seq\t".len()..].parse::<u64>().unwrap()
     };
+    let text_cache = ws.path(".warden/cache/state-md.text");
     let fresh = || {
-        // What a render from every task gives: the same command without the kept one.
+        // What a render from every task gives: the same command without the kept ones.
         let kept = std::fs::read(&cache).unwrap();
+        let kept_text = std::fs::read(&text_cache).ok();
         std::fs::remove_file(&cache).unwrap();
+        let _ = std::fs::remove_file(&text_cache);
         let o = ws.ok(&["state"]);
         std::fs::write(&cache, kept).unwrap();
+        match kept_text {
+            Some(t) => std::fs::write(&text_cache, t).unwrap(),
+            None => std::fs::remove_file(&text_cache).unwrap(),
+        }
         text(&o.stdout)
     };
     let written = seq_of();
@@ -501,6 +508,40 @@ fn a_big_projects_state_md_is_kept_and_follows_every_change() {
         describe(&["state", "verify"], &o)
     );
 
+    // The kept rendering made good again; the text last rendered is kept with the event
+    // it reflects and shown again while no event is written: a line changed in it shows
+    // (so it is used), until a change.
+    let good = std::fs::read_to_string(&cache)
+        .unwrap()
+        .replace("| t230 | p3 | pending | - | 0/3 | Tampered |", row);
+    std::fs::write(&cache, good).unwrap();
+    let shown = text(&ws.ok(&["state"]).stdout);
+    let kept_text = std::fs::read_to_string(&text_cache).unwrap();
+    assert!(
+        kept_text.ends_with(&shown),
+        "the text kept is the text shown"
+    );
+    std::fs::write(
+        &text_cache,
+        kept_text.replace("# Project State:", "# Project State (kept):"),
+    )
+    .unwrap();
+    assert!(text(&ws.ok(&["state"]).stdout).contains("(kept)"));
+    ws.to("t003", "working");
+    let after = text(&ws.ok(&["state"]).stdout);
+    assert!(
+        !after.contains("(kept)") && after.contains("| t003 | p1 | working |"),
+        "a change renders again:\n{after}"
+    );
+    assert_eq!(after, fresh());
+    // Nor is it shown for another resume file (a key it was not rendered for).
+    ws.write(".warden/continue.md", "where we were");
+    let resumed = text(&ws.ok(&["state"]).stdout);
+    assert_ne!(resumed, after, "the resume file shows");
+    assert_eq!(resumed, fresh());
+    std::fs::remove_file(ws.path(".warden/continue.md")).unwrap();
+    assert_eq!(text(&ws.ok(&["state"]).stdout), after);
+
     // A new task is not followed: STATE.md is rendered from every task again.
     ws.create("t999", &["--parent", "p1"]);
     assert_eq!(text(&ws.ok(&["state"]).stdout), fresh());
@@ -555,4 +596,8 @@ fn a_big_projects_state_md_is_kept_and_follows_every_change() {
         "60 tasks are drawn:\n{printed}"
     );
     assert!(!kept.exists(), "a small project keeps no rendering");
+    assert!(
+        !other.path(".warden/cache/state-md.text").exists(),
+        "nor its text"
+    );
 }

@@ -901,14 +901,9 @@ fn a_kept_state_md_that_is_a_fifo_or_a_link_is_not_read() {
     ws.ok(&["plan", "import", "plan.json"]);
     let fresh = text(&ws.ok(&["state"]).stdout);
     let cache = ws.path(".warden/cache/state-md");
+    let text_cache = ws.path(".warden/cache/state-md.text");
     assert!(cache.exists(), "a project of 211 tasks keeps its rendering");
-    let kept = std::fs::read_to_string(&cache).unwrap();
-    let elsewhere = ws.path("elsewhere");
-    std::fs::write(
-        &elsewhere,
-        kept.replace("| t5 | p | pending |", "| t5 | p | done |"),
-    )
-    .unwrap();
+    assert!(text_cache.exists(), "and the text it rendered");
     // `warden state`, failing the test instead of hanging it if it blocks.
     let state = |what: &str| {
         let child = ws
@@ -928,28 +923,41 @@ fn a_kept_state_md_that_is_a_fifo_or_a_link_is_not_read() {
             .unwrap()
             .success()
     );
-    for (what, target) in [
-        ("a FIFO", &fifo),
-        ("a device", &"/dev/zero".into()),
-        ("a file elsewhere", &elsewhere),
-    ] {
-        std::fs::remove_file(&cache).unwrap();
-        std::os::unix::fs::symlink(target, &cache).unwrap();
-        let o = state(&format!("state with {what} linked"));
-        assert_eq!(code(&o), 0, "{what}: {}", describe(&["state"], &o));
-        assert_eq!(text(&o.stdout), fresh, "{what} linked is not read");
+    // Each kept file in turn (the other one gone), linked to what would change the text
+    // if it were read, then a FIFO in its place.
+    let files = [
+        (&cache, std::fs::read_to_string(&cache).unwrap()),
+        (&text_cache, std::fs::read_to_string(&text_cache).unwrap()),
+    ];
+    for (kept, content) in &files {
+        let elsewhere = ws.path("elsewhere");
+        std::fs::write(
+            &elsewhere,
+            content.replace("| t5 | p | pending |", "| t5 | p | done |"),
+        )
+        .unwrap();
+        let reset = || {
+            for (f, _) in &files {
+                let _ = std::fs::remove_file(f);
+            }
+        };
+        for (what, target) in [
+            ("a FIFO", &fifo),
+            ("a device", &"/dev/zero".into()),
+            ("a file elsewhere", &elsewhere),
+        ] {
+            reset();
+            std::os::unix::fs::symlink(target, kept).unwrap();
+            let o = state(&format!("state with {what} linked at {}", kept.display()));
+            assert_eq!(code(&o), 0, "{what}: {}", describe(&["state"], &o));
+            assert_eq!(text(&o.stdout), fresh, "{what} linked is not read");
+        }
+        // A FIFO in its place is not waited on either.
+        reset();
+        assert!(Command::new("mkfifo").arg(kept).status().unwrap().success());
+        let o = state(&format!("state with a FIFO at {}", kept.display()));
+        assert_eq!(text(&o.stdout), fresh);
     }
-    // A FIFO in its place is not waited on either.
-    std::fs::remove_file(&cache).unwrap();
-    assert!(
-        Command::new("mkfifo")
-            .arg(&cache)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let o = state("state with a FIFO kept");
-    assert_eq!(text(&o.stdout), fresh);
     // Nor is it written where a linked cache directory points.
     std::fs::remove_dir_all(ws.path(".warden/cache")).unwrap();
     let other = ws.path("other-dir");

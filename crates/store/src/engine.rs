@@ -595,15 +595,35 @@ impl Engine {
         }
     }
 
-    /// Renders STATE.md from the store: from the rendering kept in
-    /// `.warden/cache/state-md` when it was read from this store, brought up to date with
-    /// the tasks changed since (see [`state_md::Model`]); else from every task, and then
-    /// kept. Either way the text is what a render from every task gives (`warden state
-    /// verify` compares with that).
+    /// Renders STATE.md from the store: the text kept in `.warden/cache/state-md.text`
+    /// when no event was written since it was rendered (for this store, project name and
+    /// resume file); else from the rendering kept in `.warden/cache/state-md` when it was
+    /// read from this store, brought up to date with the tasks changed since (see
+    /// [`state_md::Model`]); else from every task, and then kept. Either way the text is
+    /// what a render from every task gives (`warden state verify` compares with that).
     pub fn render_state(&self) -> Result<String, EngineError> {
         let origin = self.store.origin()?;
         let (project, resume) = self.state_names();
         let cache = self.ws.state_cache();
+        let text_cache = self.ws.state_text_cache();
+        // STATE.md is a function of the log: the same last event, the same text. At
+        // 100,000 tasks reading it back takes a fifth of following the kept rendering.
+        let text_key = |seq: u64| {
+            let key = serde_json::json!([origin, seq, project, resume]).to_string();
+            format!("{}\t{key}\n", state_md::encoded_text_header())
+        };
+        if origin.is_some() {
+            let key = text_key(self.store.last_seq()?);
+            // Read as an agent-writable file is; anything else renders.
+            if let Ok(Some(kept)) =
+                files::read_text_after(&self.ws.dir, &text_cache, STATE_CACHE_MAX, &key)
+            {
+                return Ok(kept);
+            }
+        }
+        let keep_text = |text: &str, seq: u64| {
+            keep_file(&text_cache, Some(format!("{}{text}", text_key(seq))));
+        };
         if let Some(origin) = &origin
             // Read as an agent-writable file is (no link followed, no FIFO or device
             // waited on): anything but the file Warden wrote is a full render.
@@ -621,20 +641,25 @@ impl Engine {
             if changed >= REWRITE_AFTER_TASKS || now - seq >= REWRITE_AFTER_EVENTS {
                 keep_state(&cache, &model, origin, now);
             }
+            keep_text(&text, now);
             return Ok(text);
         }
         let seq = self.store.last_seq()?;
         let (tasks, events) = self.state_sources()?;
-        let input = history::state_input(project, &tasks, &events, resume);
+        let input = history::state_input(project.clone(), &tasks, &events, resume.clone());
         let model = state_md::Model::build(&input);
-        if let Some(origin) = &origin {
-            keep_state(&cache, &model, origin, seq);
-        }
-        Ok(model.render(
+        let text = model.render(
             &input.project,
             input.activity.last(),
             input.resume_file.as_deref(),
-        ))
+        );
+        // Kept only where the rendering is (a project too big to draw its graph): a small
+        // one renders in about a millisecond.
+        match &origin {
+            Some(origin) if keep_state(&cache, &model, origin, seq) => keep_text(&text, seq),
+            _ => keep_file(&text_cache, None),
+        }
+        Ok(text)
     }
 
     /// Brings a kept STATE.md model up to date with the tasks changed after event `seq`;
@@ -822,10 +847,20 @@ const REWRITE_AFTER_EVENTS: u64 = 1_000;
 
 /// Keeps a STATE.md model for the next render (see [`Engine::render_state`]). It is a
 /// cache: not synced, and a failure to write it costs the next render its speed only.
-fn keep_state(path: &std::path::Path, model: &state_md::Model, origin: &str, seq: u64) {
-    let Some(text) = model.encode(origin, seq) else {
-        // Too small to keep (its graph is drawn): a rendering kept while the project was
-        // bigger would only be read and refused on every render.
+/// Whether it was kept.
+fn keep_state(path: &std::path::Path, model: &state_md::Model, origin: &str, seq: u64) -> bool {
+    // Too small to keep (its graph is drawn): a rendering kept while the project was
+    // bigger would only be read and refused on every render.
+    let text = model.encode(origin, seq);
+    let kept = text.is_some();
+    keep_file(path, text);
+    kept
+}
+
+/// Writes a cache file, or removes it for `None`. A failure costs the next reader only
+/// its speed.
+fn keep_file(path: &std::path::Path, text: Option<String>) {
+    let Some(text) = text else {
         let _ = std::fs::remove_file(path);
         return;
     };
@@ -834,7 +869,7 @@ fn keep_state(path: &std::path::Path, model: &state_md::Model, origin: &str, seq
         && !std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink())
         && std::fs::create_dir_all(dir).is_ok()
     {
-        let _ = files::write_view(path, text.as_bytes());
+        let _ = files::write_cache(path, text.as_bytes());
     }
 }
 

@@ -148,6 +148,52 @@ pub fn read_text_up_to(base: &Path, path: &Path, max: u64) -> Result<String, Fil
     String::from_utf8(bytes).map_err(|e| FileError::NotUtf8(shown, e.utf8_error().valid_up_to()))
 }
 
+/// [`read_text_up_to`] for a file that must begin with `prefix`: `Ok(None)` when it
+/// does not, read no further than the prefix's length (a kept file that went stale is
+/// refused without reading it all). The text returned is what follows the prefix.
+pub fn read_text_after(
+    base: &Path,
+    path: &Path,
+    max: u64,
+    prefix: &str,
+) -> Result<Option<String>, FileError> {
+    let shown = path.display().to_string();
+    let (mut f, meta) = open_regular(base, path, false)?;
+    if meta.len() > max {
+        return Err(FileError::TooLarge(shown, meta.len(), max));
+    }
+    let mut head = vec![0; prefix.len()];
+    match f.read_exact(&mut head) {
+        Ok(()) if head == prefix.as_bytes() => {}
+        Ok(()) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(io(path, e)),
+    }
+    let mut bytes = Vec::with_capacity((meta.len() as usize).saturating_sub(prefix.len()));
+    f.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(path, e))?;
+    if (bytes.len() + prefix.len()) as u64 > max {
+        return Err(FileError::TooLarge(shown, bytes.len() as u64, max));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| FileError::NotUtf8(shown, e.utf8_error().valid_up_to()))
+}
+
+/// Writes a cache file that readers may find missing (they redo its work): the old file
+/// is removed first and the new one renamed to a free name. Renaming over a file makes
+/// ext4 write the new one out at once (`auto_da_alloc`): for a 4.8 MB file on this
+/// machine that took 5.3-6.9 ms against 1.1-3.8 ms this way.
+pub fn write_cache(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(path, e)),
+    }
+    write_replace(path, bytes, false, 0o666)
+}
+
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The temporary name used while writing `path`.
@@ -476,6 +522,43 @@ mod tests {
     /// A change of a few bytes inside one sector is written in place (the same file, no
     /// rename); a change of length, or one that spans sectors, replaces the file; a file
     /// an agent changed since it was read is read again, and its change is kept.
+    #[test]
+    fn a_kept_file_is_read_past_its_prefix_only_when_it_has_it() {
+        let d = tmp();
+        let f = d.join("kept");
+        write_cache(&f, b"key 7\nthe text").unwrap();
+        assert_eq!(
+            read_text_after(&d, &f, 1 << 20, "key 7\n").unwrap(),
+            Some("the text".to_owned())
+        );
+        assert_eq!(read_text_after(&d, &f, 1 << 20, "key 8\n").unwrap(), None);
+        assert_eq!(
+            read_text_after(&d, &f, 1 << 20, "key 7\nthe text, and more").unwrap(),
+            None,
+            "a file shorter than the prefix"
+        );
+        assert!(matches!(
+            read_text_after(&d, &f, 8, "key 7\n"),
+            Err(FileError::TooLarge(..))
+        ));
+        // Written again: a new file in its place (never written through).
+        use std::os::unix::fs::MetadataExt;
+        let before = std::fs::metadata(&f).unwrap().ino();
+        std::fs::hard_link(&f, d.join("other name")).unwrap();
+        write_cache(&f, b"key 8\nnew").unwrap();
+        assert_ne!(std::fs::metadata(&f).unwrap().ino(), before);
+        assert_eq!(
+            std::fs::read_to_string(d.join("other name")).unwrap(),
+            "key 7\nthe text",
+            "the other name keeps the old file"
+        );
+        assert_eq!(
+            read_text_after(&d, &f, 1 << 20, "key 8\n").unwrap(),
+            Some("new".to_owned())
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn a_change_inside_one_sector_is_written_in_place() {
         use std::os::unix::fs::MetadataExt;

@@ -232,6 +232,12 @@ impl Workspace {
         self.dir.join("cache").join("state-md")
     }
 
+    /// `.warden/cache/state-md.text`: the last STATE.md rendered from the kept rendering,
+    /// with the event it reflects (a cache, as `state_cache`).
+    pub fn state_text_cache(&self) -> PathBuf {
+        self.dir.join("cache").join("state-md.text")
+    }
+
     /// `.warden/continue.md`.
     pub fn continue_md(&self) -> PathBuf {
         self.dir.join("continue.md")

@@ -1004,37 +1004,15 @@ fn done_with_its_own_code(p: &Project, run: std::process::Child) -> Value {
 fn a_failed_tmux_listing_does_not_end_a_live_session() {
     let p = Project::new("tmux");
     let go = work_until_go(&p, &["--max-attempts", "1"]);
-    let real = String::from_utf8(
-        Command::new("sh")
-            .args(["-c", "command -v tmux"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .to_owned();
-    let bin_dir = p.root.join("fake-tmux");
-    std::fs::create_dir_all(&bin_dir).unwrap();
     let (flag, failed) = (p.root.join("tmux-fails"), p.root.join("tmux-failed"));
-    let fake = bin_dir.join("tmux");
-    std::fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\ncase \" $* \" in *\" list-panes \"*) if [ -e '{flag}' ]; then \
-             echo x >> '{failed}'; echo 'tmux: lost the server for a moment' >&2; exit 1; fi;; esac\n\
-             exec '{real}' \"$@\"\n",
+    let path = fake_tmux(
+        &p,
+        &format!(
+            "if [ -e '{flag}' ]; then echo x >> '{failed}'; \
+             echo 'tmux: lost the server for a moment' >&2; exit 1; fi",
             flag = flag.display(),
             failed = failed.display(),
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
     );
     let mut run = p.cmd(&["run", "--until-idle"]);
     run.env("PATH", &path)
@@ -1053,6 +1031,82 @@ fn a_failed_tmux_listing_does_not_end_a_live_session() {
             || child.try_wait().unwrap().is_some()
     });
     std::fs::remove_file(&flag).unwrap();
+    std::fs::write(&go, "").unwrap();
+    done_with_its_own_code(&p, child);
+}
+
+/// A `tmux` in front of the real one, for `warden run`'s `PATH`: `list_panes` is the shell
+/// run for a `list-panes` (it may exit; else the real one runs). Returns that `PATH`.
+fn fake_tmux(p: &Project, list_panes: &str) -> String {
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v tmux"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_owned();
+    let bin_dir = p.root.join("fake-tmux");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let fake = bin_dir.join("tmux");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nreal='{real}'\ncase \" $* \" in *\" list-panes \"*) {list_panes};; esac\nexec \"$real\" \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// tmux lists a pane that died as dead for a moment before it has collected its exit
+/// status; the run counts such a pane as running (its hook or the sweep reports it with
+/// its code). A pass that saw no pane (its listing failed) asked for the session's end to
+/// be reported, and the report's own look found the pane dead without a status and
+/// recorded the unknown code 128: seen once in a clean-clone CI run, when the work ended
+/// just as a failed listing was followed by a good one. Here a `tmux` in front of the real
+/// one fails every other `list-panes` and shows every pane dead without a status in the
+/// others, while the work runs; then it lists truly again, and the work ends with its own
+/// code.
+#[test]
+fn a_pane_listed_dead_before_its_status_is_not_reported_with_an_unknown_code() {
+    let p = Project::new("tmux");
+    let go = work_until_go(&p, &["--max-attempts", "1"]);
+    let (flap, count) = (p.root.join("tmux-flaps"), p.root.join("tmux-listed"));
+    let path = fake_tmux(
+        &p,
+        &format!(
+            "if [ -e '{flap}' ]; then echo x >> '{count}'; \
+             if [ $(($(wc -l < '{count}') % 2)) -eq 1 ]; then \
+             echo 'tmux: lost the server for a moment' >&2; exit 1; fi; \
+             \"$real\" \"$@\" | \
+             awk -F '\\t' -v OFS='\\t' '{{ $2 = 1; $3 = \"\"; $4 = \"\"; print }}'; exit 0; fi",
+            flap = flap.display(),
+            count = count.display(),
+        ),
+    );
+    let mut run = p.cmd(&["run", "--until-idle"]);
+    run.env("PATH", &path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = run.spawn().unwrap();
+    p.json_until(&["task", "show", "s"], "s's session", |t| {
+        !t["session"].is_null()
+    });
+    std::fs::write(&flap, "").unwrap();
+    crate::pg_runners::wait_until(Duration::from_secs(60), "twelve flapping listings", || {
+        std::fs::read_to_string(&count).map_or(0, |t| t.lines().count()) >= 12
+            || child.try_wait().unwrap().is_some()
+    });
+    std::fs::remove_file(&flap).unwrap();
     std::fs::write(&go, "").unwrap();
     done_with_its_own_code(&p, child);
 }

@@ -123,13 +123,19 @@ impl Step<'_> {
                 } else {
                     Ok(Vec::new())
                 };
-                // The pass saw no live pane for it. If this look finds the pane running,
-                // or tmux does not answer and no host recorded a code, the session is not
-                // known to be gone: a listing that failed for a moment must not end a live
-                // session with an unknown code. The next pass looks again.
+                // The pass saw no live pane for it. If this look finds the pane running
+                // (or dead with its status not yet collected, which the pass counts as
+                // running: its hook or the sweep reports it with its code), or tmux does
+                // not answer and no host recorded a code, the session is not known to be
+                // gone: a listing that failed for a moment must not end a session with an
+                // unknown code. The next pass looks again.
                 let recorded = host::recorded_exit(&files);
                 let pane = match listed {
-                    Ok(panes) if panes.iter().any(|p| p.name == name && !p.dead) => {
+                    Ok(panes)
+                        if panes
+                            .iter()
+                            .any(|p| p.name == name && (!p.dead || p.dead_status.is_none())) =>
+                    {
                         return Ok(None);
                     }
                     Ok(panes) => panes.into_iter().find(|p| p.name == name),

@@ -1002,16 +1002,26 @@ fn done_with_its_own_code(p: &Project, run: std::process::Child) -> Value {
 /// flag goes, the work finishes, and it is done with its own exit code.
 #[test]
 fn a_failed_tmux_listing_does_not_end_a_live_session() {
+    // Each 500 ms sweep lists twice and the pass after it once; nine failed listings
+    // are three sweeps and their passes, each followed by the report it asked for.
+    through_a_faulty_tmux("echo 'tmux: lost the server for a moment' >&2; exit 1", 9);
+}
+
+/// Runs task `s` (its work waits for a go) with `warden run --until-idle` through a
+/// `tmux` whose `list-panes` runs `fault` (shell; `$n` names a file with a line per
+/// listing so far) from the session's start until `listings` listings have gone that
+/// way; then tmux is itself again, the work goes on, and it must end done with its own
+/// code. (A run that took the session for gone ends the task, and stops the wait.)
+fn through_a_faulty_tmux(fault: &str, listings: usize) {
     let p = Project::new("tmux");
     let go = work_until_go(&p, &["--max-attempts", "1"]);
-    let (flag, failed) = (p.root.join("tmux-fails"), p.root.join("tmux-failed"));
+    let (flag, count) = (p.root.join("tmux-faulty"), p.root.join("tmux-listed"));
     let path = fake_tmux(
         &p,
         &format!(
-            "if [ -e '{flag}' ]; then echo x >> '{failed}'; \
-             echo 'tmux: lost the server for a moment' >&2; exit 1; fi",
+            "if [ -e '{flag}' ]; then n='{count}'; echo x >> \"$n\"; {fault}; fi",
             flag = flag.display(),
-            failed = failed.display(),
+            count = count.display(),
         ),
     );
     let mut run = p.cmd(&["run", "--until-idle"]);
@@ -1023,11 +1033,8 @@ fn a_failed_tmux_listing_does_not_end_a_live_session() {
         !t["session"].is_null()
     });
     std::fs::write(&flag, "").unwrap();
-    // Each 500 ms sweep lists twice and the pass after it once; nine failed listings
-    // are three sweeps and their passes, each followed by the report it asked for. (A
-    // run that took the session for gone ends the task and stops here.)
-    crate::pg_runners::wait_until(Duration::from_secs(60), "nine failed listings", || {
-        std::fs::read_to_string(&failed).map_or(0, |t| t.lines().count()) >= 9
+    crate::pg_runners::wait_until(Duration::from_secs(60), "the faulty listings", || {
+        std::fs::read_to_string(&count).map_or(0, |t| t.lines().count()) >= listings
             || child.try_wait().unwrap().is_some()
     });
     std::fs::remove_file(&flag).unwrap();
@@ -1078,37 +1085,12 @@ fn fake_tmux(p: &Project, list_panes: &str) -> String {
 /// code.
 #[test]
 fn a_pane_listed_dead_before_its_status_is_not_reported_with_an_unknown_code() {
-    let p = Project::new("tmux");
-    let go = work_until_go(&p, &["--max-attempts", "1"]);
-    let (flap, count) = (p.root.join("tmux-flaps"), p.root.join("tmux-listed"));
-    let path = fake_tmux(
-        &p,
-        &format!(
-            "if [ -e '{flap}' ]; then echo x >> '{count}'; \
-             if [ $(($(wc -l < '{count}') % 2)) -eq 1 ]; then \
-             echo 'tmux: lost the server for a moment' >&2; exit 1; fi; \
-             \"$real\" \"$@\" | \
-             awk -F '\\t' -v OFS='\\t' '{{ $2 = 1; $3 = \"\"; $4 = \"\"; print }}'; exit 0; fi",
-            flap = flap.display(),
-            count = count.display(),
-        ),
+    through_a_faulty_tmux(
+        "if [ $(($(wc -l < \"$n\") % 2)) -eq 1 ]; then \
+         echo 'tmux: lost the server for a moment' >&2; exit 1; fi; \
+         \"$real\" \"$@\" | awk -F '\\t' -v OFS='\\t' '{ $2 = 1; $3 = \"\"; $4 = \"\"; print }'; exit 0",
+        12,
     );
-    let mut run = p.cmd(&["run", "--until-idle"]);
-    run.env("PATH", &path)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = run.spawn().unwrap();
-    p.json_until(&["task", "show", "s"], "s's session", |t| {
-        !t["session"].is_null()
-    });
-    std::fs::write(&flap, "").unwrap();
-    crate::pg_runners::wait_until(Duration::from_secs(60), "twelve flapping listings", || {
-        std::fs::read_to_string(&count).map_or(0, |t| t.lines().count()) >= 12
-            || child.try_wait().unwrap().is_some()
-    });
-    std::fs::remove_file(&flap).unwrap();
-    std::fs::write(&go, "").unwrap();
-    done_with_its_own_code(&p, child);
 }
 
 /// While `warden run` goes on trying a task whose steps keep failing, `warden status`

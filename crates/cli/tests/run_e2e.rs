@@ -1016,8 +1016,10 @@ fn through_a_faulty_tmux(fault: &str, listings: usize) {
     let p = Project::new("tmux");
     let go = work_until_go(&p, &["--max-attempts", "1"]);
     let (flag, count) = (p.root.join("tmux-faulty"), p.root.join("tmux-listed"));
-    let path = fake_tmux(
+    let path = fake_program(
         &p,
+        "tmux",
+        "list-panes",
         &format!(
             "if [ -e '{flag}' ]; then n='{count}'; echo x >> \"$n\"; {fault}; fi",
             flag = flag.display(),
@@ -1042,12 +1044,13 @@ fn through_a_faulty_tmux(fault: &str, listings: usize) {
     done_with_its_own_code(&p, child);
 }
 
-/// A `tmux` in front of the real one, for `warden run`'s `PATH`: `list_panes` is the shell
-/// run for a `list-panes` (it may exit; else the real one runs). Returns that `PATH`.
-fn fake_tmux(p: &Project, list_panes: &str) -> String {
+/// A `program` in front of the real one, for `warden run`'s `PATH`: when its arguments
+/// hold the words `when`, it runs the shell `then` (which may exit; `$real` names the
+/// real program); else, or after, the real one runs. Returns that `PATH`.
+fn fake_program(p: &Project, program: &str, when: &str, then: &str) -> String {
     let real = String::from_utf8(
         Command::new("sh")
-            .args(["-c", "command -v tmux"])
+            .args(["-c", &format!("command -v {program}")])
             .output()
             .unwrap()
             .stdout,
@@ -1055,13 +1058,13 @@ fn fake_tmux(p: &Project, list_panes: &str) -> String {
     .unwrap()
     .trim()
     .to_owned();
-    let bin_dir = p.root.join("fake-tmux");
+    let bin_dir = p.root.join(format!("fake-{program}"));
     std::fs::create_dir_all(&bin_dir).unwrap();
-    let fake = bin_dir.join("tmux");
+    let fake = bin_dir.join(program);
     std::fs::write(
         &fake,
         format!(
-            "#!/bin/sh\nreal='{real}'\ncase \" $* \" in *\" list-panes \"*) {list_panes};; esac\nexec \"$real\" \"$@\"\n"
+            "#!/bin/sh\nreal='{real}'\ncase \" $* \" in *\" {when} \"*) {then};; esac\nexec \"$real\" \"$@\"\n"
         ),
     )
     .unwrap();
@@ -1522,30 +1525,11 @@ fn a_task_one_runner_keeps_failing_is_finished_by_another() {
     let p = Project::new("process");
     p.ok(&["task", "create", "t", "--work", "echo t > t.txt"]);
     // A `git` that refuses to add worktrees and passes everything else on.
-    let bin_dir = p.root.join("broken-git");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    let real_git = String::from_utf8(
-        Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let fake = bin_dir.join("git");
-    std::fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\ncase \" $* \" in *\" worktree add \"*) echo 'fatal: no space left on device' >&2; exit 128;; esac\nexec {} \"$@\"\n",
-            real_git.trim()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
+    let path = fake_program(
+        &p,
+        "git",
+        "worktree add",
+        "echo 'fatal: no space left on device' >&2; exit 128",
     );
     let mut first = p.cmd(&["run"]);
     first.env("PATH", &path);

@@ -133,19 +133,8 @@ pub fn read_text(base: &Path, path: &Path) -> Result<String, FileError> {
 /// [`read_text`] with another size limit: for a file Warden itself writes that grows
 /// with the project (STATE.md of 100,000 tasks is about 5 MB).
 pub fn read_text_up_to(base: &Path, path: &Path, max: u64) -> Result<String, FileError> {
-    let shown = path.display().to_string();
-    let (f, meta) = open_regular(base, path, false)?;
-    if meta.len() > max {
-        return Err(FileError::TooLarge(shown, meta.len(), max));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    f.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io(path, e))?;
-    if bytes.len() as u64 > max {
-        return Err(FileError::TooLarge(shown, bytes.len() as u64, max));
-    }
-    String::from_utf8(bytes).map_err(|e| FileError::NotUtf8(shown, e.utf8_error().valid_up_to()))
+    // Every file begins with the empty prefix.
+    Ok(read_text_after(base, path, max, "")?.unwrap_or_default())
 }
 
 /// [`read_text_up_to`] for a file that must begin with `prefix`: `Ok(None)` when it
@@ -170,11 +159,13 @@ pub fn read_text_after(
         Err(e) => return Err(io(path, e)),
     }
     let mut bytes = Vec::with_capacity((meta.len() as usize).saturating_sub(prefix.len()));
-    f.take(max + 1)
+    // A file that grew since it was measured is read no further than the limit.
+    f.take((max + 1).saturating_sub(prefix.len() as u64))
         .read_to_end(&mut bytes)
         .map_err(|e| io(path, e))?;
-    if (bytes.len() + prefix.len()) as u64 > max {
-        return Err(FileError::TooLarge(shown, bytes.len() as u64, max));
+    let read = (prefix.len() + bytes.len()) as u64;
+    if read > max {
+        return Err(FileError::TooLarge(shown, read, max));
     }
     String::from_utf8(bytes)
         .map(Some)

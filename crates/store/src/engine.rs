@@ -612,11 +612,13 @@ impl Engine {
             let key = serde_json::json!([origin, seq, project, resume]).to_string();
             format!("{}\t{key}\n", state_md::encoded_text_header())
         };
+        // The newest event, read once: the kept text's key, and what a render from every
+        // task reflects at least.
+        let last = self.store.last_seq()?;
         if origin.is_some() {
-            let key = text_key(self.store.last_seq()?);
             // Read as an agent-writable file is; anything else renders.
             if let Ok(Some(kept)) =
-                files::read_text_after(&self.ws.dir, &text_cache, STATE_CACHE_MAX, &key)
+                files::read_text_after(&self.ws.dir, &text_cache, STATE_CACHE_MAX, &text_key(last))
             {
                 return Ok(kept);
             }
@@ -644,7 +646,7 @@ impl Engine {
             keep_text(&text, now);
             return Ok(text);
         }
-        let seq = self.store.last_seq()?;
+        let seq = last;
         let (tasks, events) = self.state_sources()?;
         let input = history::state_input(project.clone(), &tasks, &events, resume.clone());
         let model = state_md::Model::build(&input);
@@ -845,9 +847,9 @@ const REWRITE_AFTER_TASKS: usize = 64;
 /// … or this many events were written since.
 const REWRITE_AFTER_EVENTS: u64 = 1_000;
 
-/// Keeps a STATE.md model for the next render (see [`Engine::render_state`]). It is a
-/// cache: not synced, and a failure to write it costs the next render its speed only.
-/// Whether it was kept.
+/// Keeps a STATE.md model for the next render (see [`Engine::render_state`]), and says
+/// whether it did. It is a cache: not synced, and a failure to write it costs the next
+/// render its speed only.
 fn keep_state(path: &std::path::Path, model: &state_md::Model, origin: &str, seq: u64) -> bool {
     // Too small to keep (its graph is drawn): a rendering kept while the project was
     // bigger would only be read and refused on every render.

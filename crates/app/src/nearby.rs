@@ -55,9 +55,9 @@ impl App {
         Ok(Groups { heads, derived })
     }
 
-    /// The views of `tasks` (in their order), each with its children (when
-    /// `listing` them), its status as views show it and whether its dependencies are done, read
-    /// for these tasks only.
+    /// The views of `tasks` (in their order), each with its children (when `listing`
+    /// them), its status as views show it and whether its dependencies are done, read for
+    /// these tasks only.
     pub(crate) fn views_of(
         &self,
         tasks: &[Task],

@@ -624,7 +624,10 @@ impl Engine {
             }
         }
         let keep_text = |text: &str, seq: u64| {
-            keep_file(&text_cache, Some(format!("{}{text}", text_key(seq))));
+            keep_file(
+                &text_cache,
+                Some(&[text_key(seq).as_bytes(), text.as_bytes()]),
+            );
         };
         if let Some(origin) = &origin
             // Read as an agent-writable file is (no link followed, no FIFO or device
@@ -854,15 +857,17 @@ fn keep_state(path: &std::path::Path, model: &state_md::Model, origin: &str, seq
     // Too small to keep (its graph is drawn): a rendering kept while the project was
     // bigger would only be read and refused on every render.
     let text = model.encode(origin, seq);
-    let kept = text.is_some();
-    keep_file(path, text);
-    kept
+    match &text {
+        Some(t) => keep_file(path, Some(&[t.as_bytes()])),
+        None => keep_file(path, None),
+    }
+    text.is_some()
 }
 
-/// Writes a cache file, or removes it for `None`. A failure costs the next reader only
-/// its speed.
-fn keep_file(path: &std::path::Path, text: Option<String>) {
-    let Some(text) = text else {
+/// Writes a cache file (`parts` one after another), or removes it for `None`. A failure
+/// costs the next reader only its speed.
+fn keep_file(path: &std::path::Path, parts: Option<&[&[u8]]>) {
+    let Some(parts) = parts else {
         let _ = std::fs::remove_file(path);
         return;
     };
@@ -871,7 +876,7 @@ fn keep_file(path: &std::path::Path, text: Option<String>) {
         && !std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink())
         && std::fs::create_dir_all(dir).is_ok()
     {
-        let _ = files::write_cache(path, text.as_bytes());
+        let _ = files::write_cache(path, parts);
     }
 }
 

@@ -38,9 +38,34 @@ impl Task {
     /// (a respawn, a heal, a worktree reset)? Everything a view shows of a task at rest is in its
     /// [`TaskHead`].
     pub fn at_rest(&self) -> bool {
+        matches!(
+            self.runner.status,
+            Status::Pending | Status::Done | Status::Cancelled
+        ) && self.nothing_under_way()
+    }
+
+    /// Does the supervisor have nothing to do for the task until it changes: at rest, or
+    /// waiting for a person (under review, with a question, or stuck) with nothing under
+    /// way? The scheduler's answer for a task waiting so is always to wait
+    /// ([`crate::schedule::next`]; a test holds them together), so a supervisor keeps
+    /// no more of it than what it was.
+    pub fn waits_for_change(&self) -> bool {
+        matches!(
+            self.runner.status,
+            Status::Pending
+                | Status::Done
+                | Status::Cancelled
+                | Status::Reviewing
+                | Status::Clarification
+                | Status::Stuck
+        ) && self.nothing_under_way()
+    }
+
+    /// No session open or believed alive (nor one shown dead), no phase running, and
+    /// nothing asked of the supervisor (a respawn, a heal, a worktree reset).
+    fn nothing_under_way(&self) -> bool {
         let r = &self.runner;
-        matches!(r.status, Status::Pending | Status::Done | Status::Cancelled)
-            && r.live_session.is_none()
+        r.live_session.is_none()
             && r.sessions.iter().all(|s| s.ended)
             && !r.respawn_requested
             && r.healing.is_none()

@@ -7,6 +7,7 @@ use crate::event::Disposition;
 use crate::exit::ExitAction;
 use crate::model::{TaskId, TaskSpec};
 use crate::ops::Initial;
+use std::collections::BTreeSet;
 
 const T0: i64 = 1_700_000_000;
 
@@ -629,4 +630,78 @@ fn a_ghost_is_stopped_before_a_new_session_starts() {
         ghosts: &ghosts,
     };
     assert_eq!(next(&v, &limits()), stop("r1", StopReason::Ghost, false));
+}
+
+/// A task that waits for a change ([`Task::waits_for_change`]) needs nothing from the
+/// supervisor, which therefore keeps no more of it than what it was: whatever else its
+/// runner state holds, the table waits (a pending leaf may start and a done task's
+/// worktree may go, which a pass finds without looking at every task).
+#[test]
+fn a_task_waiting_for_a_change_needs_nothing_from_the_supervisor() {
+    // Bases reached through the operations: fresh, and under review after two sessions.
+    let reviewing = B::review_working(1)
+        .to(Status::AgentReview, art(true, None), Actor::Agent, 2)
+        .exit(Some("w1"), 0, art(true, None), 3)
+        .spawn("r1", Role::Reviewer, None, 4)
+        .exit(Some("r1"), 0, art(true, Some(Verdict::Pass)), 5)
+        .0;
+    let bases = [B::review().0, B::shell().0, B::direct_agent().0, reviewing];
+    let mut waiting = BTreeSet::new();
+    for base in &bases {
+        for status in Status::ALL {
+            for bits in 0..128u32 {
+                let mut t = base.clone();
+                let r = &mut t.runner;
+                r.status = *status;
+                r.respawn_requested = bits & 1 != 0;
+                r.dead = bits & 2 != 0;
+                r.clear_worktree = bits & 4 != 0;
+                r.healing = (bits & 8 != 0).then_some(Phase::Prechecks);
+                r.live_session = (bits & 16 != 0).then(|| "r1".to_owned());
+                if bits & 32 != 0 {
+                    for s in &mut r.sessions {
+                        s.ended = false;
+                    }
+                }
+                if bits & 64 != 0 {
+                    r.phases.set(Phase::Postchecks, PhaseStatus::Running);
+                }
+                if !t.waits_for_change() {
+                    continue;
+                }
+                // Bit 32 changes nothing for a base without sessions.
+                let changed = if base.runner.sessions.is_empty() {
+                    bits & !32
+                } else {
+                    bits
+                };
+                waiting.insert((*status, changed));
+                for (leaf, deps_done, worktree) in
+                    (0..8).map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0))
+                {
+                    let action = next_with(&t, 9, &[], deps_done, leaf, worktree);
+                    let allowed = match status {
+                        Status::Pending => matches!(action, Action::Idle | Action::Start),
+                        Status::Done => matches!(action, Action::Idle | Action::RemoveWorktree),
+                        _ => action == Action::Idle,
+                    };
+                    assert!(allowed, "{status} (bits {bits:07b}): {action:?}");
+                }
+            }
+        }
+    }
+    // Only the states with nothing under way wait, and the person's three among them.
+    assert!(waiting.iter().all(|(_, bits)| *bits == 0), "{waiting:?}");
+    let statuses: BTreeSet<Status> = waiting.iter().map(|(s, _)| *s).collect();
+    for s in [
+        Status::Reviewing,
+        Status::Clarification,
+        Status::Stuck,
+        Status::Pending,
+    ] {
+        assert!(statuses.contains(&s), "{s} never waits");
+    }
+    for s in [Status::Working, Status::AgentReview] {
+        assert!(!statuses.contains(&s), "{s} waits");
+    }
 }

@@ -96,8 +96,12 @@ pub(super) struct Board {
     dfs: Vec<u32>,
     /// Each position's place in `dfs` (`NONE` off every walk).
     rank: Vec<u32>,
-    /// The tasks not at rest, in full.
+    /// The tasks not at rest that the supervisor may have to act on, in full.
     active: BTreeMap<TaskId, Task>,
+    /// The tasks waiting for a person (not at rest, but with nothing for the supervisor
+    /// to do until they change: [`Task::waits_for_change`]), as they were. A backlog of
+    /// a thousand tasks under review costs a few bytes each, not each task in full.
+    waiting: BTreeMap<TaskId, Seen>,
 }
 
 impl Board {
@@ -113,6 +117,7 @@ impl Board {
         let seq = store.last_seq()?;
         let mut heads = Vec::new();
         let mut active = BTreeMap::new();
+        let mut waiting = BTreeMap::new();
         let mut after: Option<TaskId> = None;
         loop {
             let page = store.page(after.as_ref(), PAGE)?;
@@ -123,14 +128,17 @@ impl Board {
                 let mut h = t.head();
                 h.title = String::new();
                 heads.push(h);
-                if !t.at_rest() {
+                if !t.waits_for_change() {
                     active.insert(t.id().clone(), t);
+                } else if !t.at_rest() {
+                    waiting.insert(t.id().clone(), Seen::of(&t));
                 }
             }
         }
         let mut board = Board {
             seq,
             active,
+            waiting,
             ..Board::default()
         };
         board.rebuild(heads);
@@ -253,10 +261,11 @@ impl Board {
         for id in &ids {
             let task = now.get(id).cloned();
             let at = self.position(id);
-            let before = match (self.active.get(id), at) {
-                (Some(t), _) => Some(Seen::of(t)),
-                (None, Some(p)) => Some(Seen::of_head(&self.nodes[p].head)),
-                (None, None) => None,
+            let before = match (self.active.get(id), self.waiting.get(id), at) {
+                (Some(t), _, _) => Some(Seen::of(t)),
+                (None, Some(seen), _) => Some(seen.clone()),
+                (None, None, Some(p)) => Some(Seen::of_head(&self.nodes[p].head)),
+                (None, None, None) => None,
             };
             match (&task, at) {
                 (Some(t), Some(p)) => {
@@ -272,11 +281,17 @@ impl Board {
                 (None, None) => {}
             }
             match &task {
-                Some(t) if !t.at_rest() => {
+                Some(t) if !t.waits_for_change() => {
                     self.active.insert(id.clone(), t.clone());
+                    self.waiting.remove(id);
+                }
+                Some(t) if !t.at_rest() => {
+                    self.active.remove(id);
+                    self.waiting.insert(id.clone(), Seen::of(t));
                 }
                 _ => {
                     self.active.remove(id);
+                    self.waiting.remove(id);
                 }
             }
             moved.push((id.clone(), task, before));
@@ -319,7 +334,7 @@ impl Board {
         Ok(Changes { moved, groups_done })
     }
 
-    /// The tasks not at rest, in full.
+    /// The tasks not at rest that the supervisor may have to act on, in full.
     pub(super) fn active(&self) -> &BTreeMap<TaskId, Task> {
         &self.active
     }

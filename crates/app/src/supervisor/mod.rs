@@ -530,7 +530,7 @@ impl Supervisor {
         let running_panes = self.running_panes();
         let mut watch = BTreeSet::new();
         self.board = Board::build(&*self.app.eng.store, |t| {
-            if t.at_rest() && !self.ghosts(t, &running_panes).is_empty() {
+            if t.waits_for_change() && !self.ghosts(t, &running_panes).is_empty() {
                 watch.insert(t.id().clone());
             }
         })
@@ -753,9 +753,9 @@ impl Supervisor {
         let running_panes = self.running_panes();
         for m in changes.moved {
             let Some(t) = m.task else { continue };
-            // A task at rest whose recorded-ended session still runs is looked at every
-            // pass until it is gone.
-            if t.at_rest() && !self.ghosts(&t, &running_panes).is_empty() {
+            // A task waiting for a change (at rest, or for a person) whose recorded-ended
+            // session still runs is looked at every pass until it is gone.
+            if t.waits_for_change() && !self.ghosts(&t, &running_panes).is_empty() {
                 self.watch.insert(t.id().clone());
             }
             let Some(before) = m.before else { continue };
@@ -812,10 +812,10 @@ impl Supervisor {
     }
 
     /// One pass: asks the scheduler about every task that can need something — those
-    /// not at rest, those with a step running, leased or watched, done ones whose
-    /// worktree is still there, and the first pending leaves ready to start, in tree
-    /// order — claims leases and starts steps. Every other task is at rest with nothing
-    /// to do, and is not read.
+    /// not waiting for a change (at rest, or for a person), those with a step running,
+    /// leased or watched, done ones whose worktree is still there, and the first pending
+    /// leaves ready to start, in tree order — claims leases and starts steps. Every other
+    /// task waits with nothing to do, and is not read.
     fn pass(&mut self, on_event: &mut dyn FnMut(RunEvent)) -> Result<Pass, Failure> {
         let now = Timestamp::now();
         let limits = self.app.eng.config.limits;
@@ -870,6 +870,9 @@ impl Supervisor {
         // The tasks that can need something, in full.
         let mut ids: BTreeSet<TaskId> = self.board.active().keys().cloned().collect();
         ids.extend(self.jobs.keys().cloned());
+        // A task whose steps kept failing is looked at until a pass finds nothing to do
+        // for it (a person moved it on, say to review), which settles it.
+        ids.extend(self.failing.keys().cloned());
         ids.extend(self.leased.keys().cloned());
         ids.extend(self.watch.iter().cloned());
         if self.repo.is_some() {
@@ -936,7 +939,7 @@ impl Supervisor {
             }
             let live = |sid: &str| self.liveness(id, sid, &panes);
             let ghosts = self.ghosts(t, &running_panes);
-            if t.at_rest() && !ghosts.is_empty() {
+            if t.waits_for_change() && !ghosts.is_empty() {
                 watch.insert(id.clone());
             }
             let view = View {
@@ -1124,7 +1127,8 @@ impl Supervisor {
         out
     }
 
-    /// The tasks in flight now (not at rest, or with a step running), in full.
+    /// The tasks in flight now (not waiting for a change, or with a step running), in
+    /// full.
     fn in_flight_tasks(&self) -> Vec<Task> {
         let mut out: Vec<Task> = self.board.active().values().cloned().collect();
         let rest: Vec<TaskId> = self

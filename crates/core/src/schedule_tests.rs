@@ -133,6 +133,15 @@ impl B {
             .phase(Phase::Prechecks, PhaseStatus::Skipped, s)
             .spawn("w1", Role::Worker, None, s)
     }
+    /// A review task waiting for a person: its worker `w1` handed off, its reviewer
+    /// `r1` passed it.
+    fn reviewing() -> B {
+        B::review_working(1)
+            .to(Status::AgentReview, art(true, None), Actor::Agent, 2)
+            .exit(Some("w1"), 0, art(true, None), 3)
+            .spawn("r1", Role::Reviewer, None, 4)
+            .exit(Some("r1"), 0, art(true, Some(Verdict::Pass)), 5)
+    }
 }
 
 /// The scheduler's answer for `task` at time `s` with these sessions alive.
@@ -352,12 +361,7 @@ fn the_review_workflow() {
     assert_eq!(crashed.crash_count(), 1);
     assert_eq!(next_at(&crashed, 4, &[]), session(Role::Reviewer));
     // Reviewing waits for a person.
-    let reviewing = B::review_working(1)
-        .to(Status::AgentReview, art(true, None), Actor::Agent, 2)
-        .exit(Some("w1"), 0, art(true, None), 3)
-        .spawn("r1", Role::Reviewer, None, 4)
-        .exit(Some("r1"), 0, art(true, Some(Verdict::Pass)), 5)
-        .0;
+    let reviewing = B::reviewing().0;
     assert_eq!(reviewing.status(), Status::Reviewing);
     assert_eq!(next_at(&reviewing, 5, &[]), Action::Idle);
 }
@@ -639,12 +643,7 @@ fn a_ghost_is_stopped_before_a_new_session_starts() {
 #[test]
 fn a_task_waiting_for_a_change_needs_nothing_from_the_supervisor() {
     // Bases reached through the operations: fresh, and under review after two sessions.
-    let reviewing = B::review_working(1)
-        .to(Status::AgentReview, art(true, None), Actor::Agent, 2)
-        .exit(Some("w1"), 0, art(true, None), 3)
-        .spawn("r1", Role::Reviewer, None, 4)
-        .exit(Some("r1"), 0, art(true, Some(Verdict::Pass)), 5)
-        .0;
+    let reviewing = B::reviewing().0;
     let bases = [B::review().0, B::shell().0, B::direct_agent().0, reviewing];
     let mut waiting = BTreeSet::new();
     for base in &bases {

@@ -1457,12 +1457,18 @@ fn an_adopted_tmux_session_is_held_to_its_output_limit() {
         "--max-attempts",
         "1",
         "--work",
-        r#"while [ ! -e "$WARDEN_DIR/go" ]; do sleep 0.05; done; yes"#,
+        r#"echo f-runs; while [ ! -e "$WARDEN_DIR/go" ]; do sleep 0.05; done; yes"#,
     ]);
     let first = p.background(p.cmd(&["run"]));
-    p.json_until(&["task", "show", "f"], "f started", |t| {
-        !t["session"].is_null()
-    });
+    // The session is recorded before its pane starts: a supervisor killed in between
+    // leaves a session that never ran (reported gone, exit 128). Wait for the pane's
+    // output in the log, which its pipe only carries once the pane runs.
+    let log = p.root.join(".warden/tasks/f/output.log");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("f-runs")) {
+        assert!(Instant::now() < deadline, "f's pane never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     drop(first); // kill -9
     std::fs::write(p.root.join("go"), "").unwrap();
     let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));

@@ -276,9 +276,11 @@ const SWEEP: Duration = Duration::from_millis(500);
 const LOOK_AT_SESSIONS: Duration = Duration::from_secs(2);
 
 /// How often, at most, a run whose steps finished hands the memory they freed back to
-/// the operating system. glibc keeps it in the step threads' arenas, and a supervisor
+/// the operating system. glibc keeps free pages inside its heaps, and a supervisor
 /// running thousands of sessions crept by about 0.75 KB per task without this; a trim
-/// costs well under a millisecond at this size.
+/// costs well under a millisecond at this size. The tops of the step threads' arenas,
+/// which a trim never touches, go back as they are freed
+/// ([`warden_sys::return_freed_memory_promptly`], at the start of a run).
 const TRIM_EVERY: Duration = Duration::from_secs(10);
 
 /// … and at most this often when no step is running (the run may be going idle).
@@ -502,6 +504,8 @@ impl Supervisor {
 
     /// Runs until stopped, or until idle with `until_idle` (then it says how it ended).
     pub fn run(&mut self, on_event: &mut dyn FnMut(RunEvent)) -> Result<Option<Idle>, Failure> {
+        // Before any step thread: their arenas give back what they free (the soak).
+        warden_sys::return_freed_memory_promptly();
         let ws = self.app.ws().clone();
         let resumed = files::read_text(&ws.dir, &ws.continue_md())
             .ok()

@@ -126,10 +126,19 @@ mod tests {
             "--nocapture",
             "--test-threads=1",
         ]);
+        // The allocator's settings from the environment would change both arms.
+        for var in [
+            "GLIBC_TUNABLES",
+            "MALLOC_ARENA_MAX",
+            "MALLOC_MMAP_THRESHOLD_",
+            "MALLOC_TOP_PAD_",
+            "MALLOC_TRIM_THRESHOLD_",
+            "WARDEN_SYS_PROBE_TUNED",
+        ] {
+            cmd.env_remove(var);
+        }
         if tuned {
             cmd.env("WARDEN_SYS_PROBE_TUNED", "1");
-        } else {
-            cmd.env_remove("WARDEN_SYS_PROBE_TUNED");
         }
         let out = cmd.output().unwrap();
         // libtest may print the probe's line on either stream.

@@ -1461,14 +1461,28 @@ fn an_adopted_tmux_session_is_held_to_its_output_limit() {
     ]);
     let first = p.background(p.cmd(&["run"]));
     // The session is recorded before its pane starts: a supervisor killed in between
-    // leaves a session that never ran (reported gone, exit 128). Wait for the pane's
-    // output in the log, which its pipe only carries once the pane runs.
-    let log = p.root.join(".warden/tasks/f/output.log");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("f-runs")) {
-        assert!(Instant::now() < deadline, "f's pane never ran");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // leaves a session that never ran (reported gone, exit 128). Follow the task's log
+    // until the pane's first line shows, which its pipe only carries once the pane runs.
+    p.json_until(&["task", "show", "f"], "f started", |t| {
+        !t["session"].is_null()
+    });
+    let mut follow = p
+        .cmd(&["task", "log", "f", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufReader::new(follow.stdout.take().unwrap());
+    let (runs, ran) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        if lines.lines().map_while(Result::ok).any(|l| l == "f-runs") {
+            let _ = runs.send(());
+        }
+    });
+    ran.recv_timeout(Duration::from_secs(60))
+        .expect("f's pane never ran");
+    let _ = follow.kill();
+    let _ = follow.wait();
     drop(first); // kill -9
     std::fs::write(p.root.join("go"), "").unwrap();
     let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));

@@ -114,10 +114,11 @@ impl Board {
     ) -> Result<Board, StoreError> {
         // Read first: a change made while the pages are read is read again at the next
         // wake.
-        let seq = store.last_seq()?;
+        let mut board = Board {
+            seq: store.last_seq()?,
+            ..Board::default()
+        };
         let mut heads = Vec::new();
-        let mut active = BTreeMap::new();
-        let mut waiting = BTreeMap::new();
         let mut after: Option<TaskId> = None;
         loop {
             let page = store.page(after.as_ref(), PAGE)?;
@@ -128,19 +129,11 @@ impl Board {
                 let mut h = t.head();
                 h.title = String::new();
                 heads.push(h);
-                if !t.waits_for_change() {
-                    active.insert(t.id().clone(), t);
-                } else if !t.at_rest() {
-                    waiting.insert(t.id().clone(), Seen::of(&t));
+                if !t.at_rest() {
+                    board.keep(t.id(), Some(&t));
                 }
             }
         }
-        let mut board = Board {
-            seq,
-            active,
-            waiting,
-            ..Board::default()
-        };
         board.rebuild(heads);
         Ok(board)
     }
@@ -233,6 +226,26 @@ impl Board {
         }
     }
 
+    /// Keeps what the supervisor needs of task `id` as it now is (`None`: removed): in
+    /// full if it may have to act on it, what it was if it waits for a person, nothing
+    /// if it is at rest (its head says it all).
+    fn keep(&mut self, id: &TaskId, task: Option<&Task>) {
+        match task {
+            Some(t) if !t.waits_for_change() => {
+                self.waiting.remove(id);
+                self.active.insert(id.clone(), t.clone());
+            }
+            Some(t) if !t.at_rest() => {
+                self.active.remove(id);
+                self.waiting.insert(id.clone(), Seen::of(t));
+            }
+            _ => {
+                self.active.remove(id);
+                self.waiting.remove(id);
+            }
+        }
+    }
+
     fn position(&self, id: &TaskId) -> Option<usize> {
         self.nodes.binary_search_by(|n| n.head.id.cmp(id)).ok()
     }
@@ -280,20 +293,7 @@ impl Board {
                 (Some(_), None) | (None, Some(_)) => tree_changed = true,
                 (None, None) => {}
             }
-            match &task {
-                Some(t) if !t.waits_for_change() => {
-                    self.active.insert(id.clone(), t.clone());
-                    self.waiting.remove(id);
-                }
-                Some(t) if !t.at_rest() => {
-                    self.active.remove(id);
-                    self.waiting.insert(id.clone(), Seen::of(t));
-                }
-                _ => {
-                    self.active.remove(id);
-                    self.waiting.remove(id);
-                }
-            }
+            self.keep(id, task.as_ref());
             moved.push((id.clone(), task, before));
         }
         if tree_changed {

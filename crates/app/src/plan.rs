@@ -254,34 +254,69 @@ impl App {
                 }
             };
             let mut summary = None;
-            self.eng.write_batch(|prev| {
-                let update = tree::apply_state_updates(
-                    prev,
-                    nodes()?,
-                    &selected,
-                    status,
-                    guard,
-                    &self.eng.config.limits,
-                )
-                .map_err(Failure::from)?;
+            let limits = &self.eng.config.limits;
+            // Every stored task is read, but only those whose stored spec differs from
+            // their node's (or that the file lacks) are decoded in full; the rest are
+            // read for their runner fields (`tree::StoredRows`). At 100,000 tasks
+            // decoding them all took most of the apply.
+            fn row(r: &warden_store::TaskColumns) -> (&str, &str) {
+                (r.id.as_str(), r.body.as_str())
+            }
+            self.eng.write_batch_rows(|rows| {
+                // The rows' runner fields and id index while the file is parsed.
+                let read = tree::StoredRows::new(&rows, row);
+                let nodes = nodes()?;
+                let prev = read
+                    .against(row, &nodes, limits, warden_store::decode_task)
+                    .map_err(warden_store::EngineError::from)?;
+                let update =
+                    tree::apply_state_updates(&prev, nodes, &selected, status, guard, limits)
+                        .map_err(Failure::from)?;
+                // The stored tasks the changes are made from, in full and by id.
+                let reads = plan_ops::plan_applied_reads(&update, &selected);
+                let mut before = Vec::with_capacity(reads.len());
+                for (s, r) in prev.iter().zip(&rows) {
+                    if reads.binary_search(&tree::StoredTask::id(s)).is_ok() {
+                        before.push(match s {
+                            tree::Stored::Task(t) => (**t).clone(),
+                            tree::Stored::Same(_) => warden_store::decode_task(&r.id, &r.body)
+                                .map_err(warden_store::EngineError::from)?,
+                        });
+                    }
+                }
+                before.sort_by(|a, b| a.id().cmp(b.id()));
                 // Reaching done goes through merge-ri on every path: the work of a task the
                 // apply finishes reaches the base branch (idempotent when decided again).
                 let mut merged = std::collections::BTreeMap::new();
                 for (id, _, to) in &update.lifecycle {
                     if *to == warden_core::model::Status::Done
-                        && let Ok(at) = prev.binary_search_by(|t| t.id().cmp(id))
+                        && let Ok(at) = before.binary_search_by(|t| t.id().cmp(id))
                     {
-                        let r = warden_runner::pipeline::merge_ri(&self.eng, &prev[at]);
+                        let r = warden_runner::pipeline::merge_ri(&self.eng, &before[at]);
                         merged.insert(id.clone(), (r.status, r.detail));
                     }
                 }
-                let changes =
-                    plan_ops::plan_applied(prev, &update, &selected, &merged, &self.ctx(&source))?;
-                summary = Some(update.summary());
-                Ok(Batch {
+                let changes = plan_ops::plan_applied(
+                    &before,
+                    &update,
+                    &selected,
+                    &merged,
+                    &self.ctx(&source),
+                )?;
+                let batch = Batch {
                     changes,
                     ..Default::default()
-                })
+                };
+                // The tree after the apply is the file's: its parents, under the changes.
+                let tree = update
+                    .nodes
+                    .iter()
+                    .map(|n| (&n.spec.id, n.spec.parent.as_ref()));
+                warden_store::check_depth(tree, &batch)?;
+                summary = Some(update.summary());
+                // A million allocations at 100,000 tasks, freed while the batch commits.
+                drop_later((rows, prev, update));
+                Ok(batch)
             })?;
             summary.ok_or_else(|| {
                 Failure::internal("plan apply decided nothing; this is a Warden bug")
@@ -486,4 +521,13 @@ impl App {
         }
         Ok(())
     }
+}
+
+/// Drops `value` on a thread of its own, so that freeing a large structure does not
+/// delay the caller: a short-lived `warden` exits without waiting for it. Dropped here
+/// when no thread can be started.
+fn drop_later<T: Send + 'static>(value: T) {
+    let _ = std::thread::Builder::new()
+        .name("drop".into())
+        .spawn(move || drop(value));
 }

@@ -106,6 +106,30 @@ fn a_tree_deeper_than_the_limit_is_refused_before_anything_is_stored() {
         "{o:?}"
     );
     assert_eq!(snapshot(&ws), before);
+    let mut tree = ws.json(&["plan", "export"]);
+    tree["tasks"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"id": "n50", "parent": "n49"}));
+    ws.write("deeper.json", &tree.to_string());
+    let before = snapshot(&ws);
+    let o = ws.expect(
+        &[
+            "plan",
+            "apply",
+            "deeper.json",
+            "--selected",
+            "n49",
+            "--status",
+            "decomposed",
+        ],
+        1,
+    );
+    assert!(
+        err_line(&o).contains("task n50 would sit 51 levels deep"),
+        "{o:?}"
+    );
+    assert_eq!(snapshot(&ws), before);
 }
 
 #[test]

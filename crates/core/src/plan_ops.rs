@@ -121,8 +121,35 @@ pub fn plan_applied(
     }
     kinds
         .into_iter()
-        .map(|(id, k)| Change::build(stored(&id), &id, k, ctx, Outcome::Applied))
+        .map(|(id, k)| {
+            let before = stored(&id);
+            // A stored node's change needs its stored task: without it the change would
+            // create the task again (see `plan_applied_reads`).
+            if before.is_none() && update.created.binary_search(&id).is_err() {
+                return Err(Refusal::Internal(format!(
+                    "plan apply changes task {id} but was not given its stored task; this is a Warden bug"
+                )));
+            }
+            Change::build(before, &id, k, ctx, Outcome::Applied)
+        })
         .collect()
+}
+
+/// The stored tasks [`plan_applied`] reads for `update`: those with events (tamper
+/// notes, edits, the selected node, runner fields changed, lifecycle steps, removals),
+/// sorted. A caller that read the rest only as far as the reconcile needed them (see
+/// [`crate::tree::read_stored`]) decodes these in full.
+pub fn plan_applied_reads<'a>(update: &'a TreeUpdate, selected: &'a TaskId) -> Vec<&'a TaskId> {
+    let mut ids: Vec<&TaskId> = std::iter::once(selected)
+        .chain(update.tamper_ignored.iter().map(|n| &n.id))
+        .chain(&update.edited)
+        .chain(&update.runner_changed)
+        .chain(update.lifecycle.iter().map(|s| &s.0))
+        .chain(&update.removed)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 /// Why `plan sync` left a task as it is, or what it wants a person to know.

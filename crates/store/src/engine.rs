@@ -428,10 +428,39 @@ impl Engine {
         &self,
         mut decide: impl FnMut(&[Task]) -> Result<Batch, EngineError>,
     ) -> Result<Vec<Change>, EngineError> {
+        self.write_decided(
+            || self.tasks(),
+            |prev| {
+                let batch = decide(&prev)?;
+                check_depth(
+                    prev.iter().map(|t| (t.id(), t.spec.parent.as_ref())),
+                    &batch,
+                )?;
+                Ok(batch)
+            },
+        )
+    }
+
+    /// [`Engine::write_batch`] for a decision that reads every stored task but decodes
+    /// few of them (`plan apply`, see [`warden_core::tree::StoredRows`]): `decide` is
+    /// given the rows as stored, in id order, and decodes what it reads (and may drop
+    /// the rows wherever it likes). It must refuse a batch that puts a task too deep
+    /// itself, with [`check_depth`] over the tree it decided.
+    pub fn write_batch_rows(
+        &self,
+        decide: impl FnMut(Vec<crate::TaskColumns>) -> Result<Batch, EngineError>,
+    ) -> Result<Vec<Change>, EngineError> {
+        self.write_decided(|| Ok(self.store.task_columns()?), decide)
+    }
+
+    /// The write path of both: read, decide, commit; decided again after a conflict.
+    fn write_decided<R>(
+        &self,
+        read: impl Fn() -> Result<R, EngineError>,
+        mut decide: impl FnMut(R) -> Result<Batch, EngineError>,
+    ) -> Result<Vec<Change>, EngineError> {
         for _ in 0..CONFLICT_RETRIES {
-            let prev = self.tasks()?;
-            let batch = decide(&prev)?;
-            check_depth(&prev, &batch)?;
+            let batch = decide(read()?)?;
             let mut locked: Vec<&TaskId> = batch
                 .changes
                 .iter()
@@ -881,9 +910,13 @@ fn keep_file(path: &std::path::Path, parts: Option<&[&[u8]]>) {
 }
 
 /// Refuses a batch that would put a task deeper than `tree::MAX_DEPTH` levels, so every
-/// walk of the tree stays bounded. Only a batch that creates tasks or moves one pays for
-/// the look at the whole tree.
-fn check_depth(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
+/// walk of the tree stays bounded: `prev` gives each stored task's id and parent, and the
+/// batch's changes are laid over them. Only a batch that creates tasks or moves one pays
+/// for the look at the whole tree.
+pub fn check_depth<'a>(
+    prev: impl Iterator<Item = (&'a TaskId, Option<&'a TaskId>)>,
+    batch: &'a Batch,
+) -> Result<(), EngineError> {
     let moves = batch
         .changes
         .iter()
@@ -895,10 +928,7 @@ fn check_depth(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
     if !moves {
         return Ok(());
     }
-    let mut parents: std::collections::HashMap<&TaskId, Option<&TaskId>> = prev
-        .iter()
-        .map(|t| (t.id(), t.spec.parent.as_ref()))
-        .collect();
+    let mut parents: std::collections::HashMap<&TaskId, Option<&TaskId>> = prev.collect();
     for ch in &batch.changes {
         match (&ch.before, &ch.after) {
             (_, Some(t)) => {

@@ -27,7 +27,7 @@ use warden_core::model::{Status, Task, TaskId};
 use warden_core::ops::Change;
 
 pub use config::Config;
-pub use engine::{Decision, Engine, EngineError, Written};
+pub use engine::{Decision, Engine, EngineError, Written, check_depth};
 pub use workspace::Workspace;
 
 /// One transaction: task changes, memory rows, and an idempotency key.
@@ -334,7 +334,7 @@ pub(crate) fn stored_id(id: &str) -> Result<TaskId, StoreError> {
 }
 
 /// A task decoded from its stored body.
-pub(crate) fn decode_task(id: &str, body: &str) -> Result<Task, StoreError> {
+pub fn decode_task(id: &str, body: &str) -> Result<Task, StoreError> {
     serde_json::from_str(body).map_err(|e| StoreError::Decode {
         what: format!("task {id}"),
         detail: e.to_string(),

@@ -8,11 +8,10 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    AgentPreset, Limits, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum,
-    same_bytes,
+    AgentPreset, Limits, Status, TaskId, TaskSpec, WorkSpec, WorkflowKind, named_enum, same_bytes,
 };
 use crate::tree::validate::{NONE, validate_resolved};
-use crate::tree::{Forest, PARALLEL_NODES, PlanError, PlanNode, derive_in_place};
+use crate::tree::{Forest, PARALLEL_NODES, PlanError, PlanNode, StoredTask, derive_in_place};
 
 named_enum!(
     /// What the agent says about the selected node (seed 000).
@@ -254,7 +253,7 @@ impl fmt::Display for Opt<'_> {
 }
 
 /// Has the task been accepted? `done` counts even if `passes` were somehow unset.
-fn has_passed(t: &Task) -> bool {
+fn has_passed(t: &impl StoredTask) -> bool {
     t.passes() || t.status() == Status::Done
 }
 
@@ -276,7 +275,9 @@ fn changed_fields(a: &TaskSpec, b: &TaskSpec) -> Vec<&'static str> {
 
 /// Reconciles an agent-edited tree with the store (seed 000, DESIGN 2.3).
 ///
-/// `prev` is every task of the store; `next` is the whole edited plan file. Steps:
+/// `prev` is every task of the store, in full ([`crate::model::Task`]) or as
+/// [`crate::tree::StoredRows`] read it against `next` (the same result); `next` is the
+/// whole edited plan file. Steps:
 /// 1. restore `passes`, `attempts` and `status` of existing nodes from `prev` (each
 ///    differing agent value becomes a [`TamperNote`]); new nodes get `passes = false`,
 ///    `attempts = 0`, `pending`;
@@ -291,8 +292,8 @@ fn changed_fields(a: &TaskSpec, b: &TaskSpec) -> Vec<&'static str> {
 ///
 /// Refusals change nothing: see [`ApplyError`]. Removing a node that has not passed is
 /// allowed. The output depends only on the sets of tasks and nodes, not their order.
-pub fn apply_state_updates(
-    prev: &[Task],
+pub fn apply_state_updates<S: StoredTask>(
+    prev: &[S],
     mut next: Vec<PlanNode>,
     selected: &TaskId,
     status: AgentStatus,
@@ -452,15 +453,19 @@ pub fn apply_state_updates(
         if refusal.as_ref().is_some_and(|(id, _)| *id < t.id()) {
             continue;
         }
-        let err = match next_of[pi] {
-            NONE => Some(ApplyError::PassedRemoved(t.id().clone())),
-            j if at(j as usize).spec.parent != t.spec.parent => Some(ApplyError::PassedMoved {
-                id: t.id().clone(),
-                from: t.spec.parent.clone(),
-                to: at(j as usize).spec.parent.clone(),
-            }),
-            j => {
-                let mut fields = changed_fields(&t.spec, &at(j as usize).spec);
+        let err = match (next_of[pi], t.spec()) {
+            (NONE, _) => Some(ApplyError::PassedRemoved(t.id().clone())),
+            (j, Some(spec)) if at(j as usize).spec.parent != spec.parent => {
+                Some(ApplyError::PassedMoved {
+                    id: t.id().clone(),
+                    from: spec.parent.clone(),
+                    to: at(j as usize).spec.parent.clone(),
+                })
+            }
+            (j, spec) => {
+                // A task stored with the spec its node gives changed nothing.
+                let mut fields =
+                    spec.map_or(Vec::new(), |s| changed_fields(s, &at(j as usize).spec));
                 if pi == sel_prev && !new_children.is_empty() {
                     fields.push("children");
                 }
@@ -564,8 +569,9 @@ pub fn apply_state_updates(
             let (m, spec) = (matched(&matches, pi), &mut node.spec);
             // Only a node with something to copy back reads its stored task again (the
             // comparisons read every one already, at random).
-            if m.copy_back {
-                let truth = &prev[pi as usize].spec;
+            if m.copy_back
+                && let Some(truth) = prev[pi as usize].spec()
+            {
                 // Not in the flat plan shape, so not editable through it: kept.
                 spec.evidence.clone_from(&truth.evidence);
                 spec.origin.clone_from(&truth.origin);
@@ -684,11 +690,11 @@ impl MatchOut {
 /// file dropped, by stored position, and what else the comparisons found. The stored
 /// tasks are read in their order (each one's strings lie near it), the file's nodes
 /// (already in output order, at `pos` of their file position) at random.
-pub(super) fn match_all(
+pub(super) fn match_all<S: StoredTask>(
     next: &[PlanNode],
     pos: &[u32],
     next_of: &[u32],
-    prev: &[Task],
+    prev: &[S],
 ) -> (Vec<Option<Matched>>, MatchOut) {
     let n = prev.len();
     let mut out = vec![None; n];
@@ -711,11 +717,11 @@ pub(super) fn match_all(
 }
 
 /// [`match_all`] for the stored positions `from..from + out.len()`.
-pub(super) fn match_range(
+pub(super) fn match_range<S: StoredTask>(
     next: &[PlanNode],
     pos: &[u32],
     next_of: &[u32],
-    prev: &[Task],
+    prev: &[S],
     from: usize,
     out: &mut [Option<Matched>],
 ) -> MatchOut {
@@ -728,7 +734,36 @@ pub(super) fn match_range(
         }
         let k = pos[j as usize] as usize;
         let (node, t) = (&next[k], &prev[pi]);
-        let truth = &t.spec;
+        let state = (t.status(), t.passes(), t.attempts());
+        // Step 1's runner fields are the stored ones: each the file stated differently
+        // is noted.
+        note_tamper(
+            notes,
+            &node.id,
+            (node.passes, node.attempts, node.status),
+            state,
+        );
+        if has_passed(t) {
+            found.settled.push(pi);
+        }
+        if node.title.is_none() {
+            found.untitled.push(k);
+        }
+        let Some(truth) = t.spec() else {
+            // Stored with exactly the spec this node gives (see `StoredRows`): nothing
+            // differs, nothing is copied back, and the node is not edited.
+            let (max_attempts, workflow, preset) = t.person_fields();
+            *slot = Some(Matched {
+                state,
+                max_attempts,
+                workflow,
+                preset,
+                deps_differ: false,
+                spec_differ: false,
+                copy_back: false,
+            });
+            continue;
+        };
         // Each field is compared once, for both the spec `PlanNode::into_spec` would
         // build and the notes of what the file stated differently.
         let deps_same = node.depends_on == truth.depends_on;
@@ -815,24 +850,8 @@ pub(super) fn match_range(
                 && edited
                     == (spec.parent != truth.parent || !changed_fields(&spec, truth).is_empty())
         });
-        let state = (t.status(), t.passes(), t.attempts());
-        let passed = has_passed(t);
-        // Step 1's runner fields are the stored ones: each the file stated differently
-        // is noted.
-        note_tamper(
-            notes,
-            &node.id,
-            (node.passes, node.attempts, node.status),
-            state,
-        );
         if edited {
             found.edited.push(node.id.clone());
-        }
-        if passed {
-            found.settled.push(pi);
-        }
-        if node.title.is_none() {
-            found.untitled.push(k);
         }
         *slot = Some(Matched {
             state,

@@ -5,6 +5,7 @@
 mod apply;
 mod next;
 mod plan;
+mod stored;
 mod validate;
 
 #[cfg(test)]
@@ -48,6 +49,7 @@ pub use apply::{
 };
 pub use next::{Next, NextState, plan_next};
 pub use plan::{PlanFile, PlanNode};
+pub use stored::{Same, Stored, StoredRows, StoredTask, read_stored};
 pub use validate::{PlanError, validate_plan};
 
 use crate::model::{Status, Task, TaskId};

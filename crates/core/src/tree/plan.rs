@@ -173,20 +173,53 @@ impl PlanNode {
         spec
     }
 
+    /// The workflow [`PlanNode::into_spec`] gives: the file's, else `direct` for shell
+    /// or process work and `review` for an agent's or none.
+    fn spec_workflow(&self) -> WorkflowKind {
+        self.workflow.unwrap_or(match self.work {
+            Some(WorkSpec::Shell(_) | WorkSpec::Process(_)) => WorkflowKind::Direct,
+            _ => WorkflowKind::Review,
+        })
+    }
+
+    /// The spec [`PlanNode::to_spec`] gives, borrowed from the node: it serializes to the
+    /// same bytes (a test holds the two together), without copying a string.
+    pub(crate) fn spec_view<'a>(&'a self, limits: &Limits) -> SpecView<'a> {
+        let work = match (&self.work, &self.agent) {
+            (Some(WorkSpec::Shell(c)), _) => Some(WorkRef::Shell(c)),
+            (Some(WorkSpec::Process(argv)), _) => Some(WorkRef::Process(argv)),
+            (Some(WorkSpec::Agent(a)), _) | (None, Some(a)) => Some(WorkRef::Agent(a)),
+            (None, None) => None,
+        };
+        SpecView {
+            id: &self.id,
+            title: self.spec_title(),
+            body: self.spec_body(),
+            parent: self.parent.as_ref(),
+            order: self.order,
+            depends_on: &self.depends_on,
+            workflow: self.spec_workflow(),
+            spec: SpecsView {
+                work,
+                prechecks: self.prechecks.as_ref(),
+                postchecks: self.postchecks.as_ref(),
+            },
+            max_attempts: self.max_attempts.unwrap_or(limits.max_attempts),
+            preset: self.preset,
+        }
+    }
+
     /// [`PlanNode::into_spec`], except that a node without a title gets an empty one
     /// (the caller names it after its id). Only moves: nothing takes a reference into
     /// the node, so a caller mapping nodes in place moves each field straight across.
     #[inline]
     pub(crate) fn into_spec_untitled(self, limits: &Limits) -> TaskSpec {
+        let workflow = self.spec_workflow();
         let work = match (self.work, self.agent) {
             (Some(w), _) => Some(w),
             (None, Some(a)) => Some(WorkSpec::Agent(a)),
             (None, None) => None,
         };
-        let workflow = self.workflow.unwrap_or(match work {
-            Some(WorkSpec::Shell(_) | WorkSpec::Process(_)) => WorkflowKind::Direct,
-            _ => WorkflowKind::Review,
-        });
         TaskSpec {
             id: self.id,
             title: self.title.unwrap_or_default(),
@@ -206,6 +239,40 @@ impl PlanNode {
             preset: self.preset,
         }
     }
+}
+
+/// [`TaskSpec`] as [`PlanNode::spec_view`] borrows it: the same fields, in the same
+/// order, under the same names (a `TaskSpec` from a node has no evidence and no origin).
+#[derive(Debug, Serialize)]
+pub(crate) struct SpecView<'a> {
+    id: &'a TaskId,
+    title: &'a str,
+    body: &'a str,
+    parent: Option<&'a TaskId>,
+    order: i64,
+    depends_on: &'a [TaskId],
+    pub(crate) workflow: WorkflowKind,
+    spec: SpecsView<'a>,
+    pub(crate) max_attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) preset: Option<AgentPreset>,
+}
+
+/// [`crate::model::Specs`], borrowed.
+#[derive(Debug, Serialize)]
+struct SpecsView<'a> {
+    work: Option<WorkRef<'a>>,
+    prechecks: Option<&'a WorkSpec>,
+    postchecks: Option<&'a WorkSpec>,
+}
+
+/// [`WorkSpec`], borrowed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum WorkRef<'a> {
+    Shell(&'a str),
+    Process(&'a [String]),
+    Agent(&'a str),
 }
 
 /// Writes a shell spec as a plain string and any other spec as its object.

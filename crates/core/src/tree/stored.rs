@@ -199,7 +199,7 @@ impl<'a, R: Sync> StoredRows<'a, R> {
                 node_of[i as usize] = j as u32;
             }
         }
-        let read = split_map(rows, |from, part| {
+        let (first, second) = split(rows, |from, part| {
             part.iter()
                 .enumerate()
                 .map(|(k, r)| {
@@ -218,9 +218,13 @@ impl<'a, R: Sync> StoredRows<'a, R> {
                     let (id, body) = row(r);
                     decode(id, body).map(|t| Stored::Task(Box::new(t)))
                 })
-                .collect()
+                .collect::<Result<Vec<Stored>, E>>()
         });
-        read.into_iter().collect()
+        let mut read = first?;
+        if let Some(more) = second {
+            read.extend(more?);
+        }
+        Ok(read)
     }
 }
 
@@ -246,19 +250,30 @@ fn split_map<'t, T: Sync, U: Send>(
     items: &'t [T],
     f: impl Fn(usize, &'t [T]) -> Vec<U> + Sync,
 ) -> Vec<U> {
+    let (mut out, more) = split(items, f);
+    out.extend(more.into_iter().flatten());
+    out
+}
+
+/// `f(from, part)` for the first half of `items` and, on another thread, the second,
+/// from [`PARALLEL_NODES`] items (`from` is where `part` starts); below that, `f` of them
+/// all and `None`.
+fn split<'t, T: Sync, U: Send>(
+    items: &'t [T],
+    f: impl Fn(usize, &'t [T]) -> U + Sync,
+) -> (U, Option<U>) {
     if items.len() < PARALLEL_NODES {
-        return f(0, items);
+        return (f(0, items), None);
     }
     let half = items.len() / 2;
     let (a, b) = items.split_at(half);
     std::thread::scope(|s| {
         let later = s.spawn(|| f(half, b));
-        let mut out = f(0, a);
+        let first = f(0, a);
         match later.join() {
-            Ok(more) => out.extend(more),
+            Ok(second) => (first, Some(second)),
             Err(panic) => std::panic::resume_unwind(panic),
         }
-        out
     })
 }
 

@@ -111,7 +111,7 @@ fn a_tree_deeper_than_the_limit_is_refused_before_anything_is_stored() {
         .as_array_mut()
         .unwrap()
         .push(serde_json::json!({"id": "n50", "parent": "n49"}));
-    ws.write("deeper.json", &tree.to_string());
+    ws.write("deeper.json", tree.to_string());
     let before = snapshot(&ws);
     let o = ws.expect(
         &[

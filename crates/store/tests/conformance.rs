@@ -724,7 +724,41 @@ macro_rules! conformance {
     };
 }
 
+/// `plan apply` reads a stored task whose stored spec is the one its node gives only for
+/// its runner fields (`tree::StoredRows`), which needs each body, as this store keeps
+/// it, to begin with the spec as `serde_json` writes it. Any other task is decoded in
+/// full. Either way the reconcile reads the same runner fields.
+fn stored_rows_read_unchanged_tasks_for_their_runner_fields(open: Open) {
+    use warden_core::model::Limits;
+    use warden_core::tree::{PlanNode, Stored, StoredRows, StoredTask};
+    fn row(r: &warden_store::TaskColumns) -> (&str, &str) {
+        (r.id.as_str(), r.body.as_str())
+    }
+    let s = open();
+    create_all(&*s, &["a", "b", "c", "d"]);
+    s.commit(batch(vec![to_working(&*s, "b")])).unwrap();
+    let tasks = s.list().unwrap();
+    let mut nodes: Vec<PlanNode> = tasks.iter().map(PlanNode::from_task).collect();
+    // c's title edited in the file; d not in it.
+    nodes[2].title = Some("edited".into());
+    nodes.pop();
+    let rows = s.task_columns().unwrap();
+    let read = StoredRows::new(&rows, row)
+        .against(row, &nodes, &Limits::default(), warden_store::decode_task)
+        .unwrap();
+    let same: Vec<bool> = read.iter().map(|r| matches!(r, Stored::Same(_))).collect();
+    assert_eq!(same, [true, true, false, false]);
+    for (r, t) in read.iter().zip(&tasks) {
+        assert_eq!(StoredTask::id(r), t.id());
+        assert_eq!(
+            (r.status(), r.passes(), r.attempts(), r.live_session()),
+            (t.status(), t.passes(), t.attempts(), t.live_session())
+        );
+    }
+}
+
 conformance!(
+    stored_rows_read_unchanged_tasks_for_their_runner_fields,
     round_trip_and_conflicts,
     list_sorts_by_id_bytes,
     request_ids_apply_once,

@@ -408,3 +408,68 @@ pub(super) fn dir_ids(dir: &std::path::Path) -> BTreeSet<TaskId> {
         .filter_map(|e| TaskId::new(&e.file_name().to_string_lossy()).ok())
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_core::event::Actor;
+    use warden_core::ops::{self, Change, Ctx, Outcome, TransitionInput};
+    use warden_store::Batch;
+    use warden_store::sqlite::SqliteStore;
+
+    /// A task under review whose reviewer crashed once: it waits for a person, and what
+    /// it was (its crash count) is not in its head.
+    fn reviewed_after_a_crash() -> Task {
+        serde_json::from_value(serde_json::json!({
+            "spec": {"id": "r", "title": "r", "workflow": "review", "max_attempts": 3},
+            "runner": {
+                "status": "reviewing", "crash_count": 1, "version": 1,
+                "created_at": "2026-11-28T00:00:00Z", "updated_at": "2026-11-28T00:00:00Z",
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_task_waiting_for_a_person_is_compared_with_what_it_was_not_with_its_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("warden.db"), 5000).unwrap();
+        let t = reviewed_after_a_crash();
+        assert!(t.waits_for_change() && !t.at_rest());
+        store
+            .commit(Batch {
+                changes: vec![Change {
+                    before: None,
+                    after: Some(t.clone()),
+                    events: Vec::new(),
+                    outcome: Outcome::Applied,
+                }],
+                ..Default::default()
+            })
+            .unwrap();
+        let mut board = Board::build(&store, |_| {}).unwrap();
+        assert!(
+            board.active().is_empty(),
+            "kept as what it was, not in full"
+        );
+        // A person cancels it: the wake reads it, with what it was before.
+        let ctx = Ctx {
+            now: "2026-11-28T00:01:00Z".parse().unwrap(),
+            actor: Actor::Person,
+            limits: Default::default(),
+            task_file: "TASK.md",
+        };
+        let cancel =
+            ops::transition(&t, Status::Cancelled, &TransitionInput::default(), &ctx).unwrap();
+        store
+            .commit(Batch {
+                changes: vec![cancel],
+                ..Default::default()
+            })
+            .unwrap();
+        let changes = board.update(&store).unwrap();
+        assert_eq!(changes.moved.len(), 1);
+        assert_eq!(changes.moved[0].before, Some(Seen::of(&t)));
+        assert_eq!(changes.moved[0].before.as_ref().unwrap().crash_count, 1);
+    }
+}

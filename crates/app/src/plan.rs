@@ -267,7 +267,7 @@ impl App {
                 let read = tree::StoredRows::new(&rows, row);
                 let nodes = nodes()?;
                 let prev = read
-                    .against(row, &nodes, limits, warden_store::decode_task)
+                    .against(&nodes, limits, warden_store::decode_task)
                     .map_err(warden_store::EngineError::from)?;
                 let update =
                     tree::apply_state_updates(&prev, nodes, &selected, status, guard, limits)

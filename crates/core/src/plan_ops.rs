@@ -147,7 +147,7 @@ pub fn plan_applied(
 /// The stored tasks [`plan_applied`] reads for `update`: those with events (tamper
 /// notes, edits, the selected node, runner fields changed, lifecycle steps, removals),
 /// sorted. A caller that read the rest only as far as the reconcile needed them (see
-/// [`crate::tree::read_stored`]) decodes these in full.
+/// [`crate::tree::StoredRows`]) decodes these in full.
 pub fn plan_applied_reads<'a>(update: &'a TreeUpdate, selected: &'a TaskId) -> Vec<&'a TaskId> {
     let mut ids: Vec<&TaskId> = std::iter::once(selected)
         .chain(update.tamper_ignored.iter().map(|n| &n.id))

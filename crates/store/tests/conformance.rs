@@ -744,7 +744,7 @@ fn stored_rows_read_unchanged_tasks_for_their_runner_fields(open: Open) {
     nodes.pop();
     let rows = s.task_columns().unwrap();
     let read = StoredRows::new(&rows, row)
-        .against(row, &nodes, &Limits::default(), warden_store::decode_task)
+        .against(&nodes, &Limits::default(), warden_store::decode_task)
         .unwrap();
     let same: Vec<bool> = read.iter().map(|r| matches!(r, Stored::Same(_))).collect();
     assert_eq!(same, [true, true, false, false]);

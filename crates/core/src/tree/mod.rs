@@ -49,7 +49,9 @@ pub use apply::{
 };
 pub use next::{Next, NextState, plan_next};
 pub use plan::{PlanFile, PlanNode};
-pub use stored::{Same, Stored, StoredRows, StoredTask, read_stored};
+#[cfg(test)]
+pub(crate) use stored::read_stored;
+pub use stored::{Same, Stored, StoredRows, StoredTask};
 pub use validate::{PlanError, validate_plan};
 
 use crate::model::{Status, Task, TaskId};
@@ -522,6 +524,41 @@ const PART_IDS: usize = 512;
 /// before the real work) only costs.
 const DIRECT_IDS: usize = 16 * 1024;
 
+/// `f(from, part)` over `items`, over two threads from `min` items (`from` is where
+/// `part` starts); the results in order.
+pub(crate) fn split_map<'t, T: Sync, U: Send>(
+    items: &'t [T],
+    min: usize,
+    f: impl Fn(usize, &'t [T]) -> Vec<U> + Sync,
+) -> Vec<U> {
+    let (mut out, more) = split(items, min, f);
+    out.extend(more.into_iter().flatten());
+    out
+}
+
+/// `f(from, part)` for the first half of `items` and, on another thread, the second,
+/// from `min` items (`from` is where `part` starts); below that, `f` of them all and
+/// `None`.
+pub(crate) fn split<'t, T: Sync, U: Send>(
+    items: &'t [T],
+    min: usize,
+    f: impl Fn(usize, &'t [T]) -> U + Sync,
+) -> (U, Option<U>) {
+    if items.len() < min {
+        return (f(0, items), None);
+    }
+    let half = items.len() / 2;
+    let (a, b) = items.split_at(half);
+    std::thread::scope(|s| {
+        let later = s.spawn(|| f(half, b));
+        let first = f(0, a);
+        match later.join() {
+            Ok(second) => (first, Some(second)),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 impl<'a> IdIndex<'a> {
     /// Indexes `ids` by position. Returns the index (which keeps the first position of a
     /// repeated id) and the positions that repeat an earlier id, ascending.
@@ -660,22 +697,9 @@ impl<'a> IdIndex<'a> {
         name: impl Fn(&T) -> &str + Sync,
         min: usize,
     ) -> Vec<u32> {
-        let probe = |part: &[T]| {
+        split_map(items, min, |_, part| {
             let queries: Vec<&str> = part.iter().map(&name).collect();
             self.probe_all(&queries, &mut Vec::new())
-        };
-        if items.len() < min {
-            return probe(items);
-        }
-        let (a, b) = items.split_at(items.len() / 2);
-        std::thread::scope(|s| {
-            let later = s.spawn(|| probe(b));
-            let mut out = probe(a);
-            match later.join() {
-                Ok(more) => out.extend(more),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-            out
         })
     }
 

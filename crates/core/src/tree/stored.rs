@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::model::{AgentPreset, Limits, Status, Task, TaskId, TaskSpec, WorkflowKind};
 use crate::tree::PlanNode;
 use crate::tree::validate::NONE;
-use crate::tree::{IdIndex, PARALLEL_NODES};
+use crate::tree::{IdIndex, PARALLEL_NODES, split, split_map};
 
 /// What the reconcile reads of a stored task (see [`crate::tree::apply_state_updates`]).
 pub trait StoredTask: Sync {
@@ -68,7 +68,7 @@ struct RunnerHead {
     live_session: Option<String>,
 }
 
-/// A stored task as [`read_stored`] found it.
+/// A stored task as [`StoredRows`] read it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stored {
     /// Decoded in full: the file has no node with its id, or the node gives another spec.
@@ -83,9 +83,7 @@ pub enum Stored {
 pub struct Same {
     id: TaskId,
     head: RunnerHead,
-    max_attempts: u32,
-    workflow: WorkflowKind,
-    preset: Option<AgentPreset>,
+    person: Person,
 }
 
 impl StoredTask for Stored {
@@ -128,7 +126,7 @@ impl StoredTask for Stored {
     fn person_fields(&self) -> (u32, WorkflowKind, Option<AgentPreset>) {
         match self {
             Stored::Task(t) => t.person_fields(),
-            Stored::Same(s) => (s.max_attempts, s.workflow, s.preset),
+            Stored::Same(s) => (s.person.max_attempts, s.person.workflow, s.person.preset),
         }
     }
 }
@@ -141,19 +139,21 @@ const RUNNER_OPEN: &[u8] = b",\"runner\":";
 /// Stored rows read as far as they can be without the plan file: each one's runner
 /// fields, and an index of their ids. `plan apply` reads them while the file is parsed
 /// on another thread, then reads them against its nodes with [`StoredRows::against`].
-pub struct StoredRows<'a, R> {
+pub struct StoredRows<'a, R, F> {
     rows: &'a [R],
+    /// Each row's id and body as stored.
+    row: F,
     index: IdIndex<'a>,
     /// Where each row's runner object begins (just after the spec, if the body is as the
     /// store writes it) and its runner fields, when they decode.
     heads: Vec<Option<(usize, RunnerHead)>>,
 }
 
-impl<'a, R: Sync> StoredRows<'a, R> {
+impl<'a, R: Sync, F: Fn(&'a R) -> (&'a str, &'a str) + Sync> StoredRows<'a, R, F> {
     /// Reads `rows` (`row` gives each one's id and body as stored). The runner object is
     /// taken to start at the last `,"runner":` of a body (a string cannot hold that
     /// text unescaped); [`StoredRows::against`] checks that the spec ends exactly there.
-    pub fn new(rows: &'a [R], row: impl Fn(&'a R) -> (&'a str, &'a str) + Sync) -> Self {
+    pub fn new(rows: &'a [R], row: F) -> Self {
         let (index, _) = IdIndex::build(rows.iter().map(|r| row(r).0).collect());
         let head = |r: &'a R| {
             let body = row(r).1.as_bytes();
@@ -161,8 +161,15 @@ impl<'a, R: Sync> StoredRows<'a, R> {
             let runner = body[at..].strip_suffix(b"}")?;
             Some((at, serde_json::from_slice::<RunnerHead>(runner).ok()?))
         };
-        let heads = split_map(rows, |_, part| part.iter().map(head).collect());
-        StoredRows { rows, index, heads }
+        let heads = split_map(rows, PARALLEL_NODES, |_, part| {
+            part.iter().map(head).collect()
+        });
+        StoredRows {
+            rows,
+            row,
+            index,
+            heads,
+        }
     }
 
     /// The stored tasks for a reconcile with `nodes`, in the rows' order. A row whose
@@ -172,17 +179,21 @@ impl<'a, R: Sync> StoredRows<'a, R> {
     /// that does not decode.
     pub fn against<E: Send>(
         self,
-        row: impl Fn(&'a R) -> (&'a str, &'a str) + Sync,
         nodes: &[PlanNode],
         limits: &Limits,
         decode: impl Fn(&str, &str) -> Result<Task, E> + Sync,
     ) -> Result<Vec<Stored>, E> {
-        let StoredRows { rows, index, heads } = self;
+        let StoredRows {
+            rows,
+            row,
+            index,
+            heads,
+        } = self;
         let row_of = index.get_many_split(nodes, |n| n.id.as_str(), PARALLEL_NODES);
         drop(index);
         // Each node compared with its row, in the nodes' order: the person-owned fields
         // its spec gives, when the row holds exactly that spec.
-        let same: Vec<Option<Person>> = split_map(nodes, |from, part| {
+        let same: Vec<Option<Person>> = split_map(nodes, PARALLEL_NODES, |from, part| {
             let mut expected = Vec::new();
             part.iter()
                 .zip(&row_of[from..])
@@ -199,20 +210,18 @@ impl<'a, R: Sync> StoredRows<'a, R> {
                 node_of[i as usize] = j as u32;
             }
         }
-        let (first, second) = split(rows, |from, part| {
+        let (first, second) = split(rows, PARALLEL_NODES, |from, part| {
             part.iter()
                 .enumerate()
                 .map(|(k, r)| {
                     let i = from + k;
-                    let j = node_of[i] as usize;
-                    let person = same.get(j).copied().flatten();
-                    if let (Some(p), Some((_, head))) = (person, &heads[i]) {
+                    let j = node_of[i];
+                    let person = (j != NONE).then(|| same[j as usize]).flatten();
+                    if let (Some(person), Some((_, head))) = (person, &heads[i]) {
                         return Ok(Stored::Same(Same {
-                            id: nodes[j].id.clone(),
+                            id: nodes[j as usize].id.clone(),
                             head: head.clone(),
-                            max_attempts: p.max_attempts,
-                            workflow: p.workflow,
-                            preset: p.preset,
+                            person,
                         }));
                     }
                     let (id, body) = row(r);
@@ -228,7 +237,7 @@ impl<'a, R: Sync> StoredRows<'a, R> {
     }
 }
 
-impl<R> std::fmt::Debug for StoredRows<'_, R> {
+impl<R, F> std::fmt::Debug for StoredRows<'_, R, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoredRows")
             .field("rows", &self.rows.len())
@@ -237,44 +246,11 @@ impl<R> std::fmt::Debug for StoredRows<'_, R> {
 }
 
 /// The person-owned fields of a spec, for [`Stored::Same`].
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Person {
     max_attempts: u32,
     workflow: WorkflowKind,
     preset: Option<AgentPreset>,
-}
-
-/// `f(from, part)` over `items`, over two threads from [`PARALLEL_NODES`] items (`from`
-/// is where `part` starts); the results in order.
-fn split_map<'t, T: Sync, U: Send>(
-    items: &'t [T],
-    f: impl Fn(usize, &'t [T]) -> Vec<U> + Sync,
-) -> Vec<U> {
-    let (mut out, more) = split(items, f);
-    out.extend(more.into_iter().flatten());
-    out
-}
-
-/// `f(from, part)` for the first half of `items` and, on another thread, the second,
-/// from [`PARALLEL_NODES`] items (`from` is where `part` starts); below that, `f` of them
-/// all and `None`.
-fn split<'t, T: Sync, U: Send>(
-    items: &'t [T],
-    f: impl Fn(usize, &'t [T]) -> U + Sync,
-) -> (U, Option<U>) {
-    if items.len() < PARALLEL_NODES {
-        return (f(0, items), None);
-    }
-    let half = items.len() / 2;
-    let (a, b) = items.split_at(half);
-    std::thread::scope(|s| {
-        let later = s.spawn(|| f(half, b));
-        let first = f(0, a);
-        match later.join() {
-            Ok(second) => (first, Some(second)),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
 }
 
 /// The person-owned fields of the spec `node` gives, when `body` begins with exactly that
@@ -300,15 +276,16 @@ fn same_spec(
 }
 
 /// Reads stored rows against the file's nodes: [`StoredRows::new`], then
-/// [`StoredRows::against`], on this thread's time.
-pub fn read_stored<'a, R: Sync, E: Send>(
+/// [`StoredRows::against`] (tests; `plan apply` parses the file between the two).
+#[cfg(test)]
+pub(crate) fn read_stored<'a, R: Sync, E: Send>(
     rows: &'a [R],
-    row: impl Fn(&'a R) -> (&'a str, &'a str) + Sync + Copy,
+    row: impl Fn(&'a R) -> (&'a str, &'a str) + Sync,
     nodes: &[PlanNode],
     limits: &Limits,
     decode: impl Fn(&str, &str) -> Result<Task, E> + Sync,
 ) -> Result<Vec<Stored>, E> {
-    StoredRows::new(rows, row).against(row, nodes, limits, decode)
+    StoredRows::new(rows, row).against(nodes, limits, decode)
 }
 
 #[cfg(test)]

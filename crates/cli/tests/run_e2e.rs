@@ -961,13 +961,36 @@ fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
 fn work_until_go(p: &Project, extra: &[&str]) -> PathBuf {
     let go = p.root.join("go");
     let work = format!(
-        "while [ ! -e '{}' ]; do sleep 0.05; done; echo hi > hi.txt",
+        "echo s-runs; while [ ! -e '{}' ]; do sleep 0.05; done; echo hi > hi.txt",
         go.display()
     );
     let mut args = vec!["task", "create", "s", "--work", &work];
     args.extend_from_slice(extra);
     p.ok(&args);
     go
+}
+
+/// Follows task `id`'s log (`warden task log --follow`, as a person would) until its pane
+/// prints `line`, which the pane's pipe carries only once the pane runs (at most 60 s).
+fn pane_printed(p: &Project, id: &str, line: &str) {
+    let mut follow = p
+        .cmd(&["task", "log", id, "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::io::BufReader::new(follow.stdout.take().unwrap());
+    let (runs, ran) = std::sync::mpsc::channel();
+    let line = line.to_owned();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        if lines.lines().map_while(Result::ok).any(|l| l == line) {
+            let _ = runs.send(());
+        }
+    });
+    let printed = ran.recv_timeout(Duration::from_secs(60));
+    let _ = follow.kill();
+    let _ = follow.wait();
+    printed.unwrap_or_else(|_| panic!("{id}'s pane never ran"));
 }
 
 /// Waits for `run --until-idle` to end, and checks that it ended well, that task `s` is
@@ -1034,6 +1057,9 @@ fn through_a_faulty_tmux(fault: &str, listings: usize) {
     p.json_until(&["task", "show", "s"], "s's session", |t| {
         !t["session"].is_null()
     });
+    // The session is recorded before its pane starts, and starting it lists the panes:
+    // the fault goes on once the pane runs, so that it meets a live session only.
+    pane_printed(&p, "s", "s-runs");
     std::fs::write(&flag, "").unwrap();
     crate::pg_runners::wait_until(Duration::from_secs(60), "the faulty listings", || {
         std::fs::read_to_string(&count).map_or(0, |t| t.lines().count()) >= listings
@@ -1466,23 +1492,7 @@ fn an_adopted_tmux_session_is_held_to_its_output_limit() {
     p.json_until(&["task", "show", "f"], "f started", |t| {
         !t["session"].is_null()
     });
-    let mut follow = p
-        .cmd(&["task", "log", "f", "--follow"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = std::io::BufReader::new(follow.stdout.take().unwrap());
-    let (runs, ran) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        if lines.lines().map_while(Result::ok).any(|l| l == "f-runs") {
-            let _ = runs.send(());
-        }
-    });
-    ran.recv_timeout(Duration::from_secs(60))
-        .expect("f's pane never ran");
-    let _ = follow.kill();
-    let _ = follow.wait();
+    pane_printed(&p, "f", "f-runs");
     drop(first); // kill -9
     std::fs::write(p.root.join("go"), "").unwrap();
     let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));

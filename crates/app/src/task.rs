@@ -236,6 +236,7 @@ fn exit_view(change: &Change) -> Option<ExitView> {
         Disposition::Current => "current",
         Disposition::Stale => "stale",
         Disposition::Duplicate => "duplicate",
+        Disposition::Unstarted => "unstarted",
     };
     let action = match &d.action {
         ExitAction::Advance { to, spawn, .. } => match spawn {

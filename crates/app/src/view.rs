@@ -80,7 +80,7 @@ pub struct TaskView {
     pub session: Option<String>,
     /// The last session ended without advancing the task.
     pub dead: bool,
-    /// A person asked for a new session.
+    /// A new session is wanted (a person asked, or the last one never started).
     pub respawn_requested: bool,
     /// Why the task last failed or got stuck.
     pub last_failure: Option<String>,

@@ -1487,8 +1487,9 @@ fn an_adopted_tmux_session_is_held_to_its_output_limit() {
     ]);
     let first = p.background(p.cmd(&["run"]));
     // The session is recorded before its pane starts: a supervisor killed in between
-    // leaves a session that never ran (reported gone, exit 128). Follow the task's log
-    // until the pane's first line shows, which its pipe only carries once the pane runs.
+    // leaves a session that never ran (ended as never started, and started again by the
+    // next run). Follow the task's log until the pane's first line shows, which its pipe
+    // only carries once the pane runs.
     p.json_until(&["task", "show", "f"], "f started", |t| {
         !t["session"].is_null()
     });
@@ -1607,4 +1608,81 @@ fn the_demo_runs_its_plan_to_the_end() {
     }
     let t = p.task("i18n");
     assert_eq!(t["status"], "stuck", "{t:#}");
+}
+
+/// A session that started and then vanished without a trace of its end (its host and
+/// its process group killed; in tmux mode the server killed, or the machine ran out of
+/// memory) is the work's failed attempt, with the unknown exit code: what it left as it
+/// started (the host's pid file, the file a pane creates) says it ran, so it is not taken
+/// for one its runner never started (which is ended without a charge and started again).
+fn a_session_that_vanished_after_it_started_is_charged(mode: &str) {
+    let p = Project::new(mode);
+    p.ok(&[
+        "task",
+        "create",
+        "v",
+        "--max-attempts",
+        "1",
+        "--work",
+        "echo v-runs; sleep 600",
+    ]);
+    let run = p.background(p.cmd(&["run"]));
+    pane_printed(&p, "v", "v-runs");
+    let sid = p.task("v")["session"].as_str().unwrap().to_owned();
+    let files = p.root.join(".warden/tasks/v/sessions");
+    if mode == "tmux" {
+        assert!(
+            files.join(format!("{sid}.started")).exists(),
+            "the pane says it started"
+        );
+        let killed = Command::new("tmux")
+            .arg("-S")
+            .arg(p.root.join(".warden/tmux.sock"))
+            .arg("kill-server")
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    } else {
+        // `<host> <supervisor> <group>`
+        let pids = std::fs::read_to_string(files.join(format!("{sid}.pid"))).unwrap();
+        let pids: Vec<&str> = pids.split_whitespace().collect();
+        let group = format!("-{}", pids[2]);
+        let killed = Command::new("kill")
+            .args(["-KILL", pids[0], "--", &group])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    }
+    let t = p.json_until(&["task", "show", "v"], "v stuck", |t| {
+        t["status"] == "stuck"
+    });
+    drop(run);
+    assert_eq!(t["attempts"], 1, "{t}");
+    let history = p.ok(&["--json", "history", "v"]);
+    let ends: Vec<(Value, Value)> = history
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "session.exited")
+        .map(|e| {
+            (
+                e["data"]["disposition"].clone(),
+                e["data"]["exit_code"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ends,
+        [(Value::from("current"), Value::from(128))],
+        "{history}"
+    );
+}
+
+#[test]
+fn a_process_session_that_vanished_after_it_started_is_charged() {
+    a_session_that_vanished_after_it_started_is_charged("process");
+}
+
+#[test]
+fn a_tmux_session_that_vanished_after_it_started_is_charged() {
+    a_session_that_vanished_after_it_started_is_charged("tmux");
 }

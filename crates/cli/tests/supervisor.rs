@@ -608,3 +608,74 @@ fn work_that_cannot_start_spends_attempts_and_ends_stuck() {
     assert_eq!(failed, 2, "{:?}", kinds(&ev));
     p.check();
 }
+
+/// A runner that stops dead between recording a session and starting it leaves a session
+/// that never ran. The next run ends it as never started: Warden's side, so no crash is
+/// charged, and the session it meant to start starts. (It was taken for the worker's
+/// crash: a dead task waiting for a person's respawn, for a restart of `warden run`.)
+fn a_session_its_runner_never_started_is_started_again(mode: &str) {
+    let p = Project::new(mode);
+    p.import(r#"{"tasks": [{"id": "r", "agent": "x (sim:good)"}]}"#);
+    let o = p
+        .cmd(&["run", "--until-idle"])
+        .env("WARDEN_FAILPOINT", "session-recorded")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the failpoint stops the run: {o:?}");
+    let t = p.task("r");
+    let sid = t["session"]
+        .as_str()
+        .expect("a session is recorded")
+        .to_owned();
+    assert!(
+        !p.root
+            .join(format!(".warden/tasks/r/sessions/{sid}.started"))
+            .exists(),
+        "nothing of it ran"
+    );
+    assert_eq!(p.until_idle(), 6, "the task waits for a person's review");
+    let t = p.task("r");
+    assert_eq!(
+        (
+            t["status"].as_str(),
+            t["crash_count"].as_u64(),
+            t["dead"].as_bool()
+        ),
+        (Some("reviewing"), Some(0), Some(false)),
+        "{t}"
+    );
+    let ev = p.events("r");
+    let never = position(&ev, |e| {
+        e["type"] == "session.exited" && e["data"]["disposition"] == "unstarted"
+    });
+    assert_eq!(ev[never]["data"]["session"], sid.as_str());
+    assert!(
+        !kinds(&ev).contains(&"agent.crashed".to_owned()),
+        "{:?}",
+        kinds(&ev)
+    );
+    let workers = ev
+        .iter()
+        .filter(|e| e["type"] == "agent.spawned" && e["data"]["role"] == "worker")
+        .count();
+    assert_eq!(workers, 2, "the worker started again: {:?}", kinds(&ev));
+    assert!(
+        !p.root.join(".warden/tasks/r/sessions").exists()
+            || std::fs::read_dir(p.root.join(".warden/tasks/r/sessions"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no session files are left"
+    );
+    p.check();
+}
+
+#[test]
+fn a_process_session_its_runner_never_started_is_started_again() {
+    a_session_its_runner_never_started_is_started_again("process");
+}
+
+#[test]
+fn a_tmux_session_its_runner_never_started_is_started_again() {
+    a_session_its_runner_never_started_is_started_again("tmux");
+}

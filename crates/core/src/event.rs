@@ -72,6 +72,12 @@ pub enum Disposition {
     Stale,
     /// Already reported: nothing changes.
     Duplicate,
+    /// One of Warden's sessions that never started: its runner stopped between recording
+    /// it and starting it (nothing of it ran: no host, no pane, no exit code). Warden's
+    /// side, not the agent's: it ends that session, charges no crash, and a new session
+    /// is wanted for the same entry (its heal, if it was one). Only the supervisor says
+    /// so, and only once per status entry (see [`crate::schedule::react_unstarted`]).
+    Unstarted,
 }
 
 /// A change to one of a task's specs, as a retry or an edit requests it.
@@ -399,6 +405,9 @@ impl EventKind {
                     (Disposition::Duplicate, _) => {
                         format!("{who}: its end was reported again{code}")
                     }
+                    (Disposition::Unstarted, _) => {
+                        format!("{who} never started: its runner stopped before starting it")
+                    }
                 })
             }
             EventKind::AgentConversation {
@@ -509,6 +518,7 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
                 entry: r.entry,
                 started_at: Some(ev.at),
                 ended: false,
+                unstarted: false,
                 stop: None,
                 heal: *heal,
                 conversation: None,
@@ -569,6 +579,27 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
                     .find(|x| Some(&x.id) == session.as_ref())
                 {
                     rec.ended = true;
+                }
+            }
+            Disposition::Unstarted => {
+                if let Some(rec) = r
+                    .sessions
+                    .iter_mut()
+                    .rev()
+                    .find(|x| Some(&x.id) == session.as_ref())
+                {
+                    rec.ended = true;
+                    rec.unstarted = true;
+                    // The session the runner meant to start is wanted still.
+                    if rec.entry == r.entry && !r.status.is_terminal() {
+                        match rec.heal {
+                            Some(p) => r.healing = Some(p),
+                            None => r.respawn_requested = true,
+                        }
+                    }
+                }
+                if r.live_session.as_ref() == session.as_ref() {
+                    r.live_session = None;
                 }
             }
             Disposition::Current => {

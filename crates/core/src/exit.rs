@@ -247,6 +247,7 @@ mod tests {
             entry,
             started_at: None,
             ended,
+            unstarted: false,
             stop: None,
             heal: None,
             conversation: None,

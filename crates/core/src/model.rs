@@ -539,6 +539,10 @@ pub struct SessionRecord {
     /// Its end was reported (once; later reports of it are duplicates).
     #[serde(default)]
     pub ended: bool,
+    /// It never started: its runner stopped between recording it and starting it (see
+    /// [`crate::event::Disposition::Unstarted`]). Ended, and not the agent's crash.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unstarted: bool,
     /// Warden asked it to stop (`session.stopped`), when and why.
     #[serde(default)]
     pub stop: Option<SessionStop>,
@@ -609,7 +613,8 @@ pub struct RunnerState {
     /// The current session ended without advancing: shown as ✗ until something happens.
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) dead: bool,
-    /// A person asked for a new session (`task respawn`).
+    /// A new session is wanted: a person asked (`task respawn`), or the one the runner
+    /// meant to start never started.
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) respawn_requested: bool,
     /// Why the task last failed or got stuck, for STATE.md and prompts.
@@ -755,7 +760,7 @@ impl Task {
     pub fn is_dead(&self) -> bool {
         self.runner.dead
     }
-    /// A person asked for a new session.
+    /// A new session is wanted (a person asked, or the last one never started).
     pub fn respawn_requested(&self) -> bool {
         self.runner.respawn_requested
     }

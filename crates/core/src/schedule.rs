@@ -25,8 +25,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::event::{Actor, EventKind};
-use crate::exit::ExitReport;
+use crate::event::{Actor, Disposition, EventKind};
+use crate::exit::{ExitAction, ExitDecision, ExitReport};
 use crate::model::{Limits, Phase, PhaseStatus, Role, Status, Task, WorkSpec, WorkflowKind};
 use crate::ops::{self, Change, Ctx, GuardOutcome, Refusal, TransitionInput};
 
@@ -620,6 +620,37 @@ pub fn gone_report(session: &str) -> ExitReport {
         exit_code: Some(UNKNOWN_EXIT),
         reason: None,
     }
+}
+
+/// `ReportGone` of a session that never started: nothing of it ran (no host, no pane,
+/// no exit code; the runner stopped between recording it and starting it). Recorded as
+/// [`Disposition::Unstarted`]: the session ends, no crash is charged, and a new session
+/// is wanted for the same entry. `None` when that does not apply and the session is
+/// reported gone as usual ([`gone_report`]): it is not an open session of the current
+/// entry, or the entry already had one that never started (a second is not a runner's
+/// bad luck, and is charged as the agent's crash, so nothing can loop on it).
+pub fn react_unstarted(t: &Task, session: &str, ctx: &Ctx<'_>) -> Option<Result<Change, Refusal>> {
+    let rec = t.sessions().iter().rev().find(|r| r.id == session)?;
+    let entry = t.entry();
+    if rec.ended
+        || rec.entry != entry
+        || t.sessions().iter().any(|r| r.entry == entry && r.unstarted)
+    {
+        return None;
+    }
+    let kinds = vec![EventKind::SessionExited {
+        session: Some(session.to_owned()),
+        exit_code: None,
+        disposition: Disposition::Unstarted,
+        role: Some(rec.role),
+        stopped: rec.stop.is_some(),
+        reason: None,
+    }];
+    let outcome = ops::Outcome::Exit(ExitDecision {
+        disposition: Disposition::Unstarted,
+        action: ExitAction::Nothing,
+    });
+    Some(Change::build(Some(t), t.id(), kinds, ctx, outcome))
 }
 
 /// `ResetWorktree`: done (or nothing to reset outside git).

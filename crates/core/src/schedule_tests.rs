@@ -704,3 +704,78 @@ fn a_task_waiting_for_a_change_needs_nothing_from_the_supervisor() {
         assert!(!statuses.contains(&s), "{s} waits");
     }
 }
+
+impl B {
+    fn unstarted(self, session: &str, s: i64) -> B {
+        let t = self.0.clone();
+        self.apply(react_unstarted(&t, session, &ctx(s, Actor::Runner)).expect("it applies"))
+    }
+}
+
+/// A session whose runner stopped between recording it and starting it is Warden's side:
+/// it ends with no crash charged, and the session the runner meant to start is started
+/// again (a worker, a reviewer, a respawn a person asked for, a heal). Only once per
+/// status entry: a second is charged as the agent's crash, so nothing loops on it.
+#[test]
+fn a_session_that_never_started_is_started_again_once() {
+    let t = B::review_working(1).unstarted("w1", 2).0;
+    assert_eq!((t.crash_count(), t.is_dead()), (0, false));
+    assert_eq!(t.live_session(), None);
+    assert!(t.sessions()[0].ended && t.sessions()[0].unstarted);
+    assert_eq!(next_at(&t, 2, &[]), session(Role::Worker));
+    // The second of the same entry is reported gone as usual: the worker's crash.
+    let again = B(t).spawn("w2", Role::Worker, None, 3).0;
+    assert!(react_unstarted(&again, "w2", &ctx(4, Actor::Runner)).is_none());
+    let crashed = B(again)
+        .exit(Some("w2"), UNKNOWN_EXIT, art(false, None), 4)
+        .0;
+    assert_eq!((crashed.crash_count(), crashed.is_dead()), (1, true));
+    assert_eq!(next_at(&crashed, 5, &[]), Action::Idle);
+    // A reviewer, and a worker a person asked for in a stuck task.
+    let review = B::review_working(1)
+        .exit(Some("w1"), 0, art(true, None), 2)
+        .spawn("r1", Role::Reviewer, None, 3)
+        .unstarted("r1", 4)
+        .0;
+    assert_eq!(review.crash_count(), 0);
+    assert_eq!(next_at(&review, 4, &[]), session(Role::Reviewer));
+    let stuck = B::review_working(1)
+        .to(Status::Stuck, art(false, None), Actor::Person, 2)
+        .exit(Some("w1"), 0, art(false, None), 3)
+        .respawn(4)
+        .spawn("w2", Role::Worker, None, 5)
+        .0;
+    let stuck = B(stuck).unstarted("w2", 6).0;
+    assert_eq!(next_at(&stuck, 6, &[]), session(Role::Worker));
+    // A heal that never started is the heal still to run.
+    let heal = B::review()
+        .start(1)
+        .phase(Phase::MergeFi, PhaseStatus::Skipped, 1)
+        .phase(Phase::Prechecks, PhaseStatus::Failed, 2)
+        .spawn("h1", Role::Worker, Some(Phase::Prechecks), 3)
+        .unstarted("h1", 4)
+        .0;
+    assert_eq!(
+        next_at(&heal, 4, &[]),
+        Action::StartSession {
+            role: Role::Worker,
+            heal: Some(Phase::Prechecks)
+        }
+    );
+    // A direct agent task's work session, and a session of an earlier entry (stale:
+    // recorded as such, by the usual report).
+    let direct = B::direct_agent()
+        .start(1)
+        .phase(Phase::MergeFi, PhaseStatus::Skipped, 1)
+        .phase(Phase::Prechecks, PhaseStatus::Skipped, 1)
+        .spawn("w1", Role::Worker, None, 2)
+        .unstarted("w1", 3)
+        .0;
+    assert_eq!((direct.attempts(), direct.is_dead()), (0, false));
+    assert_eq!(next_at(&direct, 3, &[]), session(Role::Worker));
+    let moved = B::review_working(1)
+        .to(Status::Stuck, art(false, None), Actor::Person, 2)
+        .0;
+    assert!(react_unstarted(&moved, "w1", &ctx(3, Actor::Runner)).is_none());
+    assert!(react_unstarted(&moved, "no-such", &ctx(3, Actor::Runner)).is_none());
+}

@@ -89,6 +89,7 @@ fn measure(
             stdin: None,
             clean_env: false,
             pass_env: Vec::new(),
+            started_file: None,
         };
         run(&spec);
         let arrived = wait_for(&dir.join(format!("report-{session}")));

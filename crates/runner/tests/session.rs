@@ -62,6 +62,7 @@ impl Fixture {
             stdin: None,
             clean_env: false,
             pass_env: Vec::new(),
+            started_file: None,
         }
     }
 
@@ -665,6 +666,7 @@ fn agent_spec(f: &Fixture, task: &str, session: &str, input: &Path) -> SessionSp
         stdin: Some(input.to_path_buf()),
         clean_env: true,
         pass_env: vec!["HOME".into(), "CARGO_PKG_*".into()],
+        started_file: None,
         ..f.spec(task, session, &["sh", "-c", script])
     }
 }

@@ -67,13 +67,14 @@ fn main() -> ExitCode {
         None => (from..from + count).collect(),
     };
     let start = std::time::Instant::now();
-    let (mut events, mut sessions, mut kills) = (0, 0, 0);
+    let (mut events, mut sessions, mut kills, mut unstarted) = (0, 0, 0, 0);
     for s in &seeds {
         match run_seed(*s, &opts) {
             Ok(r) => {
                 events += r.events;
                 sessions += r.sessions;
                 kills += r.kills;
+                unstarted += r.unstarted;
             }
             Err(v) => {
                 eprintln!("{v}");
@@ -85,7 +86,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "{} seed(s) ok in {:.1} s: {events} events, {sessions} sessions, {kills} runner kills",
+        "{} seed(s) ok in {:.1} s: {events} events, {sessions} sessions, {kills} runner kills, {unstarted} sessions never started",
         seeds.len(),
         start.elapsed().as_secs_f64()
     );

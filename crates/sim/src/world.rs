@@ -87,6 +87,8 @@ pub struct Report {
     pub tasks: usize,
     /// Runner kills.
     pub kills: usize,
+    /// Sessions ended as never started (their runner was killed before starting them).
+    pub unstarted: usize,
 }
 
 /// What an agent does in its session.
@@ -1052,7 +1054,21 @@ impl World {
                 }
             }
             Action::ReportGone { session } => {
-                self.exited(&id, &schedule::gone_report(&session));
+                // A session with no process never ran (its runner was killed between
+                // recording it and starting it): the runner finds no trace of it.
+                let never = (!self.procs.contains_key(&session))
+                    .then(|| schedule::react_unstarted(&t, &session, &ctx))
+                    .flatten();
+                match never {
+                    Some(ch) => {
+                        if let Ok(ch) = ch
+                            && self.commit(ch)
+                        {
+                            self.report.unstarted += 1;
+                        }
+                    }
+                    None => self.exited(&id, &schedule::gone_report(&session)),
+                }
                 self.ended.insert(session);
             }
             Action::ResetWorktree => {
@@ -1453,6 +1469,37 @@ impl World {
                 "every session end counted exactly once",
                 format!("the end of {s} was counted {n} times"),
             ));
+        }
+        // A runner's death is not the agent's crash: a session that never ran ends as
+        // never started, unless its status entry had one already (the second is charged,
+        // so nothing loops on it).
+        let mut had_unstarted: BTreeMap<&TaskId, bool> = BTreeMap::new();
+        for e in &self.log {
+            let seen = had_unstarted.entry(&e.task).or_default();
+            if e.kind.transition().is_some() {
+                *seen = false;
+            }
+            let EventKind::SessionExited {
+                session: Some(s),
+                disposition,
+                ..
+            } = &e.kind
+            else {
+                continue;
+            };
+            match disposition {
+                Disposition::Unstarted => *seen = true,
+                Disposition::Current if !self.procs.contains_key(s) && !*seen => {
+                    return Err(self.violation(
+                        "a session that never ran is not charged as a crash",
+                        format!(
+                            "{s} of {} never ran and ended as the current session",
+                            e.task
+                        ),
+                    ));
+                }
+                _ => {}
+            }
         }
         for t in self.tasks.values() {
             // The end of a direct task's work session is its work's result (the next

@@ -15,6 +15,10 @@ pub const ALL: &[&str] = &[
     "before-sync",
 ];
 
+/// Failpoints of the supervisor: `session-recorded` stops `warden run` dead between
+/// recording a session and starting it.
+pub const SUPERVISOR: &[&str] = &["session-recorded"];
+
 /// Failpoints that change what happens instead of stopping the process:
 /// `conflict-once` makes the first commit of a write lose a race, as if another writer
 /// had changed the task in between.

@@ -50,7 +50,7 @@ pub struct Row {
     pub dead: bool,
     /// A session is believed alive.
     pub live: bool,
-    /// A person asked for a new session.
+    /// A new session is wanted (a person asked, or the last one never started).
     pub respawn_requested: bool,
     /// The first line of the last failure (cut to 200 characters).
     pub failure: Option<String>,

@@ -28,6 +28,8 @@ pub struct SessionFiles {
     pub pid: PathBuf,
     /// The exit code, written by the host before it reports.
     pub exit: PathBuf,
+    /// Created by a tmux pane before its program runs (see `SessionSpec::started_file`).
+    pub started: PathBuf,
 }
 
 impl SessionFiles {
@@ -38,6 +40,7 @@ impl SessionFiles {
             spec: dir.join(format!("{sid}.json")),
             pid: dir.join(format!("{sid}.pid")),
             exit: dir.join(format!("{sid}.exit")),
+            started: dir.join(format!("{sid}.started")),
         }
     }
 
@@ -47,14 +50,23 @@ impl SessionFiles {
             spec: spec_file.to_path_buf(),
             pid: spec_file.with_extension("pid"),
             exit: spec_file.with_extension("exit"),
+            started: spec_file.with_extension("started"),
         }
     }
 
     /// Removes them (the session's end is recorded).
     pub fn remove(&self) {
-        for f in [&self.spec, &self.pid, &self.exit] {
+        for f in [&self.spec, &self.pid, &self.exit, &self.started] {
             let _ = std::fs::remove_file(f);
         }
+    }
+
+    /// Did the session leave any sign that it started: a host that named itself (or
+    /// was named by the runner that spawned it), a tmux pane that began, or an exit
+    /// code? A session with none never started: its runner stopped between recording
+    /// it and starting it.
+    pub fn started(&self) -> bool {
+        self.pid.exists() || self.started.exists() || self.exit.exists()
     }
 }
 

@@ -1202,6 +1202,9 @@ impl Supervisor {
                 });
             if ended {
                 let _ = session::tmux_remove(&socket, &p.name);
+                if let Ok(id) = TaskId::new(t) {
+                    SessionFiles::of(ws, &id, s).remove();
+                }
             }
         }
     }

@@ -142,6 +142,26 @@ impl Step<'_> {
                     Err(_) if recorded.is_none() => return Ok(None),
                     Err(_) => None,
                 };
+                // Nothing of it ever ran (its runner stopped between recording it and
+                // starting it): not the agent's crash, and a new session is wanted.
+                if recorded.is_none() && pane.is_none() && !files.started() {
+                    let mut never = false;
+                    self.write(id, |t, _| {
+                        let ctx = ctx(self.eng());
+                        let change = schedule::react_unstarted(t, session, &ctx);
+                        never = change.is_some();
+                        Ok(Decision::retryable(match change {
+                            Some(change) => change?,
+                            None => ops::record(t, vec![], &ctx)?,
+                        }))
+                    })?;
+                    if never {
+                        files.remove();
+                        return Ok(Some(format!(
+                            "session {session} never started (its runner stopped first); another starts"
+                        )));
+                    }
+                }
                 let code = recorded
                     .or(pane.as_ref().and_then(|p| p.dead_status))
                     .unwrap_or(schedule::UNKNOWN_EXIT);
@@ -334,6 +354,9 @@ impl Step<'_> {
                 .as_ref()
                 .map(|l| l.pass_env.clone())
                 .unwrap_or_default(),
+            // A pane says it started (a process session's host names itself instead).
+            started_file: (self.opts.mode == Mode::Tmux)
+                .then(|| SessionFiles::of(&eng.ws, id, &session_id).started),
         };
         let recorded = self.write(id, |t, _| {
             // At most one live session per task: never start one beside another.
@@ -357,6 +380,8 @@ impl Step<'_> {
         if recorded.is_none() {
             return Ok(None);
         }
+        // Where a runner that stops dead leaves a session recorded but never started.
+        warden_store::failpoint::hit("session-recorded");
         if let Some(l) = &launch {
             let what = match &l.resumes {
                 Some(c) => format!("{} session, resuming conversation {c}", l.preset),
@@ -375,9 +400,7 @@ impl Step<'_> {
                 .map_err(|e| format!("cannot start {:?}: {e}", spec.argv[0]))
                 .and_then(|_| match self.opts.mode {
                     Mode::Process => self.start_hosted(&spec),
-                    Mode::Tmux => session::start_tmux(&tmux_socket(&eng.ws), &spec)
-                        .map(|_| ())
-                        .map_err(|e| e.to_string()),
+                    Mode::Tmux => self.start_pane(&spec),
                 });
         if let Err(e) = started {
             warden_runner::session::note(
@@ -408,6 +431,17 @@ impl Step<'_> {
             Some(p) => format!("{role} session {session_id} started to fix the failed {p}"),
             None => format!("{role} session {session_id} started"),
         }))
+    }
+
+    /// tmux mode: the session runs in a pane of Warden's private tmux server, which
+    /// first creates the session's `started` file (in the folder made here).
+    fn start_pane(&self, spec: &SessionSpec) -> Result<(), String> {
+        if let Some(dir) = spec.started_file.as_deref().and_then(Path::parent) {
+            warden_store::files::create_dir(&self.eng().ws.dir, dir).map_err(|e| e.to_string())?;
+        }
+        session::start_tmux(&tmux_socket(&self.eng().ws), spec)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     /// Process mode: the session runs under `warden session-run`, a small process of its

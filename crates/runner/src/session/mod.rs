@@ -183,6 +183,12 @@ pub struct SessionSpec {
     /// The store's secrets never pass.
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// A file a tmux pane creates before its program runs: the evidence that the session
+    /// started, so that one recorded but never started (its runner stopped in between)
+    /// is not taken for the agent's crash. (A process session's host names itself in its
+    /// pid file first thing, which says as much.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_file: Option<PathBuf>,
 }
 
 impl SessionSpec {
@@ -353,6 +359,7 @@ pub(crate) fn absolutize(spec: &SessionSpec) -> SessionSpec {
         warden_exe: abs(&spec.warden_exe),
         project_root: abs(&spec.project_root),
         stdin: spec.stdin.as_deref().map(abs),
+        started_file: spec.started_file.as_deref().map(abs),
         ..spec.clone()
     }
 }

@@ -50,6 +50,7 @@ fn ids_are_checked() {
             stdin: None,
             clean_env: false,
             pass_env: Vec::new(),
+            started_file: None,
         };
         assert_eq!(check_ids(&spec).is_ok(), ok, "{task:?} {session:?}");
     }

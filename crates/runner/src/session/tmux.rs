@@ -208,8 +208,9 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
     Ok(format!("run-shell -b {}", tmux_quote(&script)))
 }
 
-/// What a pane runs: the program (its input redirected from a file when there is one),
-/// then, before the pane ends, a wait until everything the program printed is in the log.
+/// What a pane runs: first the file that says the session started (its spec's
+/// `started_file`, when it names one), then the program (its input redirected from a
+/// file when there is one), then, before the pane ends, a wait until everything the program printed is in the log.
 /// tmux 3.3 discards what a pane printed but tmux had not yet read when the pane's process
 /// exits, so a program that printed its last lines and exited at once lost them from the
 /// log (and from `peek`) on a loaded machine. The script prints an end marker (an OSC
@@ -220,8 +221,8 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
 /// the program has ended, as when the program was the pane's process. The exit code is
 /// the program's; one killed by signal N ends with 128 + N, the code Warden records for
 /// a signal anyway.
-const PANE_SCRIPT: &str = "trap : HUP INT TERM; l=$1 m=$2 i=$3; shift 3; \
-    if [ -n \"$i\" ]; then \"$@\" < \"$i\"; else \"$@\"; fi; c=$?; \
+const PANE_SCRIPT: &str = "trap : HUP INT TERM; l=$1 m=$2 i=$3 s=$4; shift 4; \
+    [ -z \"$s\" ] || true > \"$s\"; if [ -n \"$i\" ]; then \"$@\" < \"$i\"; else \"$@\"; fi; c=$?; \
     printf '\\033]6973;%s\\007' \"$m\" || exit $c; n=0; \
     while [ $n -lt 200 ] && ! tail -c 512 \"$l\" 2>/dev/null | grep -qF \"$m\"; do \
     sleep 0.01; n=$((n + 1)); done; exit $c";
@@ -302,13 +303,18 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         }
     }
     env_arg("PATH", &session_path(&spec));
-    // The pane runs a fixed script (see PANE_SCRIPT) with the log, the end marker and the
-    // input file as its first words and the program as `"$@"`, so nothing of the program
+    // The pane runs a fixed script (see PANE_SCRIPT) with the log, the end marker, the
+    // input file and the file it creates as it starts as its first words and the program as `"$@"`, so nothing of the program
     // is parsed by a shell.
     args.extend(["--", "sh", "-c", PANE_SCRIPT, "sh"].map(OsString::from));
     args.push(tmux_arg(&spec.log_path));
     args.push(end_marker(&spec.session_id).into());
     args.push(spec.stdin.as_ref().map_or_else(OsString::new, tmux_arg));
+    args.push(
+        spec.started_file
+            .as_ref()
+            .map_or_else(OsString::new, tmux_arg),
+    );
     args.extend(spec.argv.iter().map(tmux_arg));
     let (base, max) = (
         log_base.to_string(),

@@ -531,7 +531,7 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             }
         }
         EventKind::SessionStopped { session, reason } => {
-            if let Some(rec) = r.sessions.iter_mut().rev().find(|x| &x.id == session) {
+            if let Some(rec) = named(&mut r.sessions, Some(session)) {
                 rec.stop = Some(SessionStop {
                     at: ev.at,
                     reason: reason.clone(),
@@ -539,7 +539,7 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             }
         }
         EventKind::SessionFailed { session, error } => {
-            if let Some(rec) = r.sessions.iter_mut().rev().find(|x| &x.id == session) {
+            if let Some(rec) = named(&mut r.sessions, Some(session)) {
                 rec.ended = true;
             }
             if r.live_session.as_deref() == Some(session.as_str()) {
@@ -552,7 +552,7 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             session,
             conversation,
         } => {
-            if let Some(rec) = r.sessions.iter_mut().rev().find(|x| &x.id == session) {
+            if let Some(rec) = named(&mut r.sessions, Some(session)) {
                 rec.conversation = Some(conversation.clone());
             }
         }
@@ -572,22 +572,12 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
         } => match disposition {
             Disposition::Duplicate => {}
             Disposition::Stale => {
-                if let Some(rec) = r
-                    .sessions
-                    .iter_mut()
-                    .rev()
-                    .find(|x| Some(&x.id) == session.as_ref())
-                {
+                if let Some(rec) = named(&mut r.sessions, session.as_deref()) {
                     rec.ended = true;
                 }
             }
             Disposition::Unstarted => {
-                if let Some(rec) = r
-                    .sessions
-                    .iter_mut()
-                    .rev()
-                    .find(|x| Some(&x.id) == session.as_ref())
-                {
+                if let Some(rec) = named(&mut r.sessions, session.as_deref()) {
                     rec.ended = true;
                     rec.unstarted = true;
                     // The session the runner meant to start is wanted still.
@@ -714,6 +704,12 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
     t.runner.version = ev.version;
     t.runner.updated_at = ev.at;
     Ok(Some(t))
+}
+
+/// The latest record of session `id`, when it is one Warden started.
+fn named<'a>(sessions: &'a mut [SessionRecord], id: Option<&str>) -> Option<&'a mut SessionRecord> {
+    let id = id?;
+    sessions.iter_mut().rev().find(|x| x.id == id)
 }
 
 /// The effects of entering a status (DESIGN 2.1/2.2, 6): a new entry, no live session,

@@ -203,7 +203,8 @@ impl From<&RetryPlan> for RetryView {
 /// How a session-end report was taken.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExitView {
-    /// `current`, `stale` or `duplicate`.
+    /// `current`, `stale`, `duplicate`, or `unstarted` (a session the supervisor found
+    /// never started).
     pub disposition: String,
     /// What followed, in words.
     pub action: String,

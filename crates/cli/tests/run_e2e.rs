@@ -972,7 +972,11 @@ fn work_until_go(p: &Project, extra: &[&str]) -> PathBuf {
 
 /// Follows task `id`'s log (`warden task log --follow`, as a person would) until its pane
 /// prints `line`, which the pane's pipe carries only once the pane runs (at most 60 s).
+/// Waits for the session to be recorded first: a follow of a task with none ends at once.
 fn pane_printed(p: &Project, id: &str, line: &str) {
+    p.json_until(&["task", "show", id], "a session recorded", |t| {
+        !t["session"].is_null()
+    });
     let mut follow = p
         .cmd(&["task", "log", id, "--follow"])
         .stdout(std::process::Stdio::piped())

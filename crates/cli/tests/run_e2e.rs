@@ -733,6 +733,95 @@ fn abandoned_leases_are_released() {
     );
 }
 
+/// A task whose runner on another machine claimed it and died is taken over when the
+/// lease lapses, even when nothing else changes in the store: the run looked at tasks
+/// held elsewhere only after a change, so it waited for ever.
+#[test]
+fn a_lease_held_elsewhere_is_taken_over_when_it_lapses() {
+    use warden_store::Store;
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "w", "work": "true"}]}"#);
+    let store =
+        warden_store::sqlite::SqliteStore::open(&p.root.join(".warden/warden.db"), 5000).unwrap();
+    let w = warden_core::model::TaskId::new("w").unwrap();
+    store
+        .acquire_lease(
+            &w,
+            "elsewhere:1:1",
+            jiff::Timestamp::now(),
+            Duration::from_secs(2),
+        )
+        .unwrap()
+        .unwrap();
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(p.task("w")["status"], "done");
+}
+
+/// A runner killed with kill -9 whose parent has not collected it yet (a zombie) is dead:
+/// its leases are taken over at once, not when they lapse. A zombie answered the signal
+/// 0 that tells a live process, so its task waited out the lease (600 s here).
+#[test]
+fn a_killed_runner_not_yet_collected_is_taken_over_at_once() {
+    use warden_store::Store;
+    let p = Project::new("process");
+    p.limits(&[("lease_ttl_s", "600")]);
+    p.ok(&[
+        "task",
+        "create",
+        "z",
+        "--work",
+        "true",
+        "--prechecks",
+        "sleep 2",
+    ]);
+    let store =
+        warden_store::sqlite::SqliteStore::open(&p.root.join(".warden/warden.db"), 5000).unwrap();
+    let mut first = p
+        .cmd(&["run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while store.leases().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the first run never claimed z");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL, and not waited for: a zombie until this test collects it.
+    first.kill().unwrap();
+    let stat = format!("/proc/{}/stat", first.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&stat).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the killed run never became a zombie"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(p.task("z")["status"], "done");
+    assert!(
+        std::fs::read_to_string(&stat).is_ok(),
+        "still a zombie: not collected yet"
+    );
+    let _ = first.wait();
+}
+
 /// warden.toml with the custom preset running the simulated agent.
 pub fn sim_agent(config: &str) -> String {
     let command = format!(

@@ -97,11 +97,23 @@ pub fn read_pids(path: &Path) -> Option<Pids> {
     })
 }
 
-/// Is this process alive?
+/// Is this process alive? A zombie is not: it has exited, and only waits for its parent
+/// to collect its status (a `warden run` killed with kill -9 stays one until then, and
+/// its leases must be taken over at once, not when they lapse).
 pub(super) fn alive(pid: u32) -> bool {
     pid != 0
         && rustix::process::Pid::from_raw(pid as i32)
             .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+        && !zombie(pid)
+}
+
+/// Has process `pid` exited without being collected by its parent (state `Z` in
+/// `/proc/<pid>/stat`, after the command name in parentheses)?
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
 }
 
 /// Is the session hosted in process mode alive: its host runs, or it is being started

@@ -844,8 +844,14 @@ impl Supervisor {
             .collect();
         // Tasks another live runner holds are that runner's to watch (it may run on
         // another machine); an expired lease, or a dead runner's on this host, is not.
+        // Each is looked at again when its lease would lapse (a runner elsewhere that
+        // died renews it no more), or, held on this host, every LOOK_AT_SESSIONS (its
+        // runner's death is seen at once): otherwise a quiet store would leave a dead
+        // runner's task waiting for ever.
         let lease_now = self.app.eng.now();
-        let others: BTreeSet<TaskId> = self
+        let here = leases::owner_host_pid(&self.owner).map(|(h, _)| h.to_owned());
+        let look_again = jiff::SignedDuration::try_from(LOOK_AT_SESSIONS).unwrap_or_default();
+        let others: BTreeMap<TaskId, Timestamp> = self
             .app
             .eng
             .store
@@ -855,14 +861,27 @@ impl Supervisor {
             .filter(|l| {
                 l.owner != self.owner && l.expires_at > lease_now && !self.dead_here(&l.owner)
             })
-            .map(|l| l.task)
+            .map(|l| {
+                let on_this_host =
+                    leases::owner_host_pid(&l.owner).map(|(h, _)| h) == here.as_deref();
+                let again = match now.checked_add(look_again) {
+                    Ok(soon) if on_this_host => soon.min(l.expires_at),
+                    _ => l.expires_at,
+                };
+                (l.task, again)
+            })
             .collect();
+        let wake_for = |pass: &mut Pass, id: &TaskId| {
+            if let Some(&at) = others.get(id) {
+                pass.wake = Some(pass.wake.map_or(at, |w: Timestamp| w.min(at)));
+            }
+        };
         // A failing task deleted, done or cancelled since (by a person, another runner),
         // or now another live runner's, has nothing left for this one to retry, and is no
         // longer shown.
         let failing = self.failing.len();
         self.failing.retain(|id, _| {
-            !others.contains(id)
+            !others.contains_key(id)
                 && self
                     .board
                     .shown(id)
@@ -909,26 +928,32 @@ impl Supervisor {
         }
         // The pending leaves that may start: the first in tree order that nobody works on.
         let threads = MAX_STEP_THREADS.saturating_sub(self.jobs.len());
-        let ready = self
-            .board
-            .ready(threads.max(1), |id| ids.contains(id) || others.contains(id));
-        let others_ready = others.iter().any(|id| {
-            self.board.is_leaf(id)
-                && self
-                    .board
-                    .shown(id)
-                    .is_some_and(|(s, _)| s == Status::Pending)
-                && self.board.deps_done(id)
+        let ready = self.board.ready(threads.max(1), |id| {
+            ids.contains(id) || others.contains_key(id)
         });
+        let others_ready: Vec<&TaskId> = others
+            .keys()
+            .filter(|id| {
+                self.board.is_leaf(id)
+                    && self
+                        .board
+                        .shown(id)
+                        .is_some_and(|(s, _)| s == Status::Pending)
+                    && self.board.deps_done(id)
+            })
+            .collect();
         looked.extend(self.app.eng.store.get_many(&ready).map_err(Failure::from)?);
         let rank = |t: &Task| self.board.rank_of(t.id());
         looked.sort_by_key(rank);
         let mut pass = Pass {
-            busy: others_ready,
+            busy: !others_ready.is_empty(),
             wake: None,
             looked: Vec::new(),
             gave_up: Vec::new(),
         };
+        for id in others_ready {
+            wake_for(&mut pass, id);
+        }
         let mut running = 0usize;
         let mut wanted: Vec<(TaskId, Action)> = Vec::new();
         let mut release = Vec::new();
@@ -956,10 +981,13 @@ impl Supervisor {
                 ghosts: &ghosts,
             };
             let action = schedule::next(&view, &limits);
-            if others.contains(id) {
+            if others.contains_key(id) {
                 // Another runner's to do (or to wait for); this run is not idle while
                 // there is anything to do, whoever does it.
-                pass.busy |= action != Action::Idle;
+                if action != Action::Idle {
+                    pass.busy = true;
+                    wake_for(&mut pass, id);
+                }
                 continue;
             }
             match action {

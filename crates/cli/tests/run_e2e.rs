@@ -733,6 +733,18 @@ fn abandoned_leases_are_released() {
     );
 }
 
+/// `warden run --until-idle` (at most 120 s) ends with exit 0 and task `id` done.
+fn run_until_done(p: &Project, id: &str) {
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(p.task(id)["status"], "done");
+}
+
 /// A task whose runner on another machine claimed it and died is taken over when the
 /// lease lapses, even when nothing else changes in the store: the run looked at tasks
 /// held elsewhere only after a change, so it waited for ever.
@@ -753,14 +765,7 @@ fn a_lease_held_elsewhere_is_taken_over_when_it_lapses() {
         )
         .unwrap()
         .unwrap();
-    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert_eq!(p.task("w")["status"], "done");
+    run_until_done(&p, "w");
 }
 
 /// A runner killed with kill -9 whose parent has not collected it yet (a zombie) is dead:
@@ -807,14 +812,7 @@ fn a_killed_runner_not_yet_collected_is_taken_over_at_once() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(120));
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert_eq!(p.task("z")["status"], "done");
+    run_until_done(&p, "z");
     assert!(
         std::fs::read_to_string(&stat).is_ok(),
         "still a zombie: not collected yet"

@@ -768,6 +768,44 @@ fn a_lease_held_elsewhere_is_taken_over_when_it_lapses() {
     run_until_done(&p, "w");
 }
 
+/// A check a killed `warden run` left running (kill -9 while it ran the prechecks) is
+/// stopped by the next run before it works on the task: nobody would record its result,
+/// and it ran on beside the task's next steps (60 s here).
+#[test]
+fn a_check_a_killed_runner_left_running_is_stopped_by_the_next() {
+    let p = Project::new("process");
+    let pre = r#"[ -e "$WARDEN_DIR/second" ] || sleep 60"#;
+    p.ok(&["task", "create", "k", "--work", "true", "--prechecks", pre]);
+    let mut first = p
+        .cmd(&["run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let note = p.root.join(".warden/tasks/k/check.pid");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let group: u32 = loop {
+        let noted = std::fs::read_to_string(&note).unwrap_or_default();
+        if let Some(g) = noted.split_whitespace().nth(1) {
+            break g.parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the prechecks never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(
+        crate::supervisor::alive(group),
+        "the check outlives its runner"
+    );
+    std::fs::write(p.root.join("second"), "").unwrap();
+    run_until_done(&p, "k");
+    assert!(
+        !crate::supervisor::alive(group),
+        "the orphaned check still runs"
+    );
+}
+
 /// A runner killed with kill -9 whose parent has not collected it yet (a zombie) is dead:
 /// its leases are taken over at once, not when they lapse. A zombie answered the signal
 /// 0 that tells a live process, so its task waited out the lease (600 s here).

@@ -319,8 +319,13 @@ pub fn run_check_noted(
             };
         }
     };
-    let noted = note
-        .filter(|p| std::fs::write(p, format!("{} {}\n", std::process::id(), child.id())).is_ok());
+    // The group's start time names it for good: a check whose holder died (a `warden
+    // run` killed with kill -9) is told from a later process given the same pid.
+    let started = Proc::read(child.id()).map_or(0, |p| p.start);
+    let noted = note.filter(|p| {
+        let text = format!("{} {} {started}\n", std::process::id(), child.id());
+        std::fs::write(p, text).is_ok()
+    });
     // The check is over when its process is: what it left running in its group ends
     // with it.
     let c = collect(&mut child, Some(KEEP_BYTES), Some(timeout), true);
@@ -359,31 +364,82 @@ fn describe(spec: &WorkSpec) -> String {
     }
 }
 
+/// A process as `/proc/<pid>/stat` tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Proc {
+    /// Its parent.
+    parent: u32,
+    /// When it started, in clock ticks since boot.
+    start: u64,
+    /// It has exited and waits for its parent to collect it.
+    zombie: bool,
+}
+
+impl Proc {
+    fn read(pid: u32) -> Option<Proc> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields after the command name (which may hold spaces) in parentheses:
+        // state, ppid, …, and starttime the 20th.
+        let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+        Some(Proc {
+            parent: fields.get(1)?.parse().ok()?,
+            start: fields.get(19)?.parse().ok()?,
+            zombie: fields.first() == Some(&"Z"),
+        })
+    }
+}
+
+/// What a check note says: "HOLDER GROUP START" (START 0 in a note of an older Warden).
+fn read_note(note: &Path) -> Option<(u32, u32, u64)> {
+    let text = std::fs::read_to_string(note).ok()?;
+    let mut it = text.split_whitespace();
+    let holder = it.next()?.parse().ok()?;
+    let group = it.next()?.parse().ok()?;
+    let start = it.next().map_or(Some(0), |w| w.parse().ok())?;
+    (group != 0).then_some((holder, group, start))
+}
+
+/// Is the check a note names still running, and whose is it? `Some(true)` while its
+/// holder runs it, `Some(false)` for a check whose holder died (an orphan: the same
+/// process group leader, by its start time, no longer the holder's child), `None` when
+/// it is over or the numbers now name someone else's processes (a stale note).
+fn noted_check(holder: u32, group: u32, start: u64) -> Option<bool> {
+    let p = Proc::read(group).filter(|p| !p.zombie)?;
+    if p.parent == holder {
+        return Some(true);
+    }
+    let holder_gone = Proc::read(holder).is_none_or(|h| h.zombie || h.start > p.start);
+    (start != 0 && p.start == start && holder_gone).then_some(false)
+}
+
 /// Stops the check `note` names (see [`run_check_noted`]): TERM to its process group,
 /// and KILL `grace` later if it still runs. Only a check that still runs as the child of
-/// the process that noted it is signalled (a stale note, whose numbers may name someone
-/// else's processes by now, is ignored). Returns the group stopped.
+/// the process that noted it, or one whose holder died (its group leader the same
+/// process, by its start time), is signalled: a stale note, whose numbers may name
+/// someone else's processes by now, is ignored. Returns the group stopped.
 pub fn stop_noted_check(note: &Path, grace: Duration) -> Option<u32> {
-    let text = std::fs::read_to_string(note).ok()?;
-    let mut it = text.split_whitespace().map(str::parse::<u32>);
-    let (Some(Ok(holder)), Some(Ok(group))) = (it.next(), it.next()) else {
-        return None;
-    };
-    let parent_of = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The fields after the command name (which may hold spaces) in parentheses.
-        stat[stat.rfind(')')? + 2..]
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
-    if group == 0 || parent_of(group) != Some(holder) {
+    stop_check(note, grace, |_| true)
+}
+
+/// Stops the check `note` names only if its holder died (a `warden run` killed while it
+/// ran a task's checks): nobody will record its result, and it would run on beside the
+/// task's next steps. Returns the group stopped.
+pub fn stop_orphaned_check(note: &Path, grace: Duration) -> Option<u32> {
+    let stopped = stop_check(note, grace, |held| !held);
+    if stopped.is_some() {
+        let _ = std::fs::remove_file(note);
+    }
+    stopped
+}
+
+fn stop_check(note: &Path, grace: Duration, which: impl Fn(bool) -> bool) -> Option<u32> {
+    let (holder, group, start) = read_note(note)?;
+    if !noted_check(holder, group, start).is_some_and(&which) {
         return None;
     }
     term_group(group);
     let deadline = std::time::Instant::now() + grace;
-    while parent_of(group) == Some(holder) {
+    while noted_check(holder, group, start).is_some() {
         if std::time::Instant::now() >= deadline {
             kill_group(group);
             break;
@@ -457,6 +513,42 @@ mod tests {
             r.outcome
         );
         assert!(!note.exists(), "the note goes with the check");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A check whose holder died (its runner killed) is stopped by the next runner, but
+    /// only the very process the note names: a note whose start time does not match
+    /// (the group's pid given to someone else since), or from an older Warden without
+    /// one, signals nothing; nor does a check whose holder still runs it.
+    #[test]
+    fn an_orphaned_check_is_stopped_and_only_it() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let dir = std::env::temp_dir().join(format!("warden-orphan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let note = dir.join("check.pid");
+        let mut dead = Command::new("true").spawn().unwrap();
+        dead.wait().unwrap();
+        let mut check = Command::new("sleep");
+        check.arg("30").process_group(0);
+        let mut check = check.spawn().unwrap();
+        let start = Proc::read(check.id()).unwrap().start;
+        let grace = Duration::from_secs(1);
+        for (holder, start) in [
+            (dead.id(), start + 1),
+            (dead.id(), 0),
+            (std::process::id(), start),
+        ] {
+            std::fs::write(&note, format!("{holder} {} {start}\n", check.id())).unwrap();
+            assert_eq!(stop_orphaned_check(&note, grace), None, "{holder} {start}");
+            assert!(check.try_wait().unwrap().is_none(), "{holder} {start}");
+        }
+        std::fs::write(&note, format!("{} {} {start}\n", dead.id(), check.id())).unwrap();
+        assert_eq!(stop_orphaned_check(&note, grace), Some(check.id()));
+        assert!(
+            check.wait().unwrap().signal().is_some(),
+            "stopped by a signal"
+        );
+        assert!(!note.exists(), "its note goes with it");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -187,7 +187,8 @@ impl Workspace {
     }
 
     /// `.warden/tasks/<id>/check.pid`: the check running for the task, while it runs
-    /// ("HOLDER GROUP": the process that runs it and its process group).
+    /// ("HOLDER GROUP START": the process that runs it, its process group, and the
+    /// group leader's start time).
     pub fn check_note(&self, id: &TaskId) -> PathBuf {
         self.task_dir(id).join("check.pid")
     }

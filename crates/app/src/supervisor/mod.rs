@@ -1101,6 +1101,11 @@ impl Supervisor {
         let task = id.clone();
         let handle = std::thread::spawn(move || -> Result<step::Done, EngineError> {
             let mut app = App::open(ws, Actor::Runner).map_err(EngineError::from)?;
+            // A check a dead runner left running (kill -9 while it ran a phase) would
+            // run on beside this step, its result never recorded: this runner holds the
+            // task's lease now, so it is stopped first.
+            let grace = Duration::from_secs(app.eng.config.limits.kill_after_s);
+            warden_runner::check::stop_orphaned_check(&app.ws().check_note(&task), grace);
             // Every write of this step is fenced by the lease it was started under.
             app.eng.fence = fence;
             let mut step = Step {

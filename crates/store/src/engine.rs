@@ -557,8 +557,8 @@ impl Engine {
         let timeout = std::time::Duration::from_millis(self.config.store.busy_timeout_ms);
         let busy = || {
             // A check that runs under the lock says so: "try again" would fail for as
-            // long as it runs (up to phase_timeout_s). The note is "HOLDER GROUP START"; the
-            // group is the check's own process.
+            // long as it runs (up to phase_timeout_s). The note is "HOLDER GROUP START";
+            // the group is the check's own process.
             let check = std::fs::read_to_string(self.ws.check_note(id))
                 .ok()
                 .and_then(|t| t.split_whitespace().nth(1).map(str::to_owned));

@@ -535,6 +535,32 @@ fn tmux_reports_exit_code_logs_output_and_keeps_the_dead_pane() {
     tmux_remove(&tmux.0, &name).unwrap();
 }
 
+/// A pane makes its `started_file` (a directory) before its program runs. A link an
+/// agent planted under that name is followed nowhere: its target keeps its content.
+#[test]
+fn a_pane_says_it_started_and_follows_no_planted_link() {
+    let f = Fixture::new("tmux-started");
+    let tmux = Server::new("tmux-started");
+    let sessions = f.root.join(".warden/tasks/t1/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let spec = |s: &str| SessionSpec {
+        started_file: Some(sessions.join(format!("{s}.started"))),
+        ..f.spec("t1", s, &["sh", "-c", "echo ran"])
+    };
+    start_tmux(&tmux.0, &spec("s1")).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s1", 0);
+    assert!(
+        sessions.join("s1.started").is_dir(),
+        "the pane says it started"
+    );
+    let precious = f.dir.join("precious.txt");
+    std::fs::write(&precious, "keep me\n").unwrap();
+    std::os::unix::fs::symlink(&precious, sessions.join("s2.started")).unwrap();
+    start_tmux(&tmux.0, &spec("s2")).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s2", 0);
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me\n");
+}
+
 #[test]
 fn tmux_single_word_command_is_not_a_shell_line() {
     let f = Fixture::new("tmux-single");

@@ -28,7 +28,8 @@ pub struct SessionFiles {
     pub pid: PathBuf,
     /// The exit code, written by the host before it reports.
     pub exit: PathBuf,
-    /// Created by a tmux pane before its program runs (see `SessionSpec::started_file`).
+    /// A directory a tmux pane makes before its program runs (see
+    /// `SessionSpec::started_file`).
     pub started: PathBuf,
 }
 
@@ -56,8 +57,12 @@ impl SessionFiles {
 
     /// Removes them (the session's end is recorded).
     pub fn remove(&self) {
-        for f in [&self.spec, &self.pid, &self.exit, &self.started] {
+        for f in [&self.spec, &self.pid, &self.exit] {
             let _ = std::fs::remove_file(f);
+        }
+        // A directory the pane made, or anything else planted under its name.
+        if std::fs::remove_dir(&self.started).is_err() {
+            let _ = std::fs::remove_file(&self.started);
         }
     }
 

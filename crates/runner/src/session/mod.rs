@@ -183,7 +183,7 @@ pub struct SessionSpec {
     /// The store's secrets never pass.
     #[serde(default)]
     pub pass_env: Vec<String>,
-    /// A file a tmux pane creates before its program runs: the evidence that the session
+    /// A directory a tmux pane makes before its program runs: the evidence that the session
     /// started, so that one recorded but never started (its runner stopped in between)
     /// is not taken for the agent's crash. (A process session's host names itself in its
     /// pid file first thing, which says as much.)

@@ -309,6 +309,10 @@ pub fn run_check_noted(
     for (k, v) in env {
         cmd.env(k, v);
     }
+    // What tells an orphaned check from anyone else's process (see `noted_check`).
+    if let Some(n) = note {
+        cmd.env(CHECK_NOTE_VAR, n);
+    }
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -399,17 +403,28 @@ fn read_note(note: &Path) -> Option<(u32, u32, u64)> {
     (group != 0).then_some((holder, group, start))
 }
 
-/// Is the check a note names still running, and whose is it? `Some(true)` while its
+/// The variable a noted check starts with: its note's path.
+const CHECK_NOTE_VAR: &str = "WARDEN_CHECK_NOTE";
+
+/// Is the check `note` names still running, and whose is it? `Some(true)` while its
 /// holder runs it, `Some(false)` for a check whose holder died (an orphan: the same
-/// process group leader, by its start time, no longer the holder's child), `None` when
-/// it is over or the numbers now name someone else's processes (a stale note).
-fn noted_check(holder: u32, group: u32, start: u64) -> Option<bool> {
+/// process group leader, by its start time, started with this note in its environment,
+/// and no longer the holder's child), `None` when it is over or the numbers name someone
+/// else's processes (a stale note, or one an agent wrote to have another process
+/// stopped: it cannot give that process the variable).
+fn noted_check(note: &Path, holder: u32, group: u32, start: u64) -> Option<bool> {
     let p = Proc::read(group).filter(|p| !p.zombie)?;
     if p.parent == holder {
         return Some(true);
     }
     let holder_gone = Proc::read(holder).is_none_or(|h| h.zombie || h.start > p.start);
-    (start != 0 && p.start == start && holder_gone).then_some(false)
+    let ours = || {
+        let mut var = format!("{CHECK_NOTE_VAR}=").into_bytes();
+        var.extend_from_slice(note.as_os_str().as_encoded_bytes());
+        std::fs::read(format!("/proc/{group}/environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == var.as_slice()))
+    };
+    (start != 0 && p.start == start && holder_gone && ours()).then_some(false)
 }
 
 /// Stops the check `note` names (see [`run_check_noted`]): TERM to its process group,
@@ -434,12 +449,12 @@ pub fn stop_orphaned_check(note: &Path, grace: Duration) -> Option<u32> {
 
 fn stop_check(note: &Path, grace: Duration, which: impl Fn(bool) -> bool) -> Option<u32> {
     let (holder, group, start) = read_note(note)?;
-    if !noted_check(holder, group, start).is_some_and(&which) {
+    if !noted_check(note, holder, group, start).is_some_and(&which) {
         return None;
     }
     term_group(group);
     let deadline = std::time::Instant::now() + grace;
-    while noted_check(holder, group, start).is_some() {
+    while noted_check(note, holder, group, start).is_some() {
         if std::time::Instant::now() >= deadline {
             kill_group(group);
             break;
@@ -519,7 +534,8 @@ mod tests {
     /// A check whose holder died (its runner killed) is stopped by the next runner, but
     /// only the very process the note names: a note whose start time does not match
     /// (the group's pid given to someone else since), or from an older Warden without
-    /// one, signals nothing; nor does a check whose holder still runs it.
+    /// one, signals nothing; nor does a check whose holder still runs it, nor a process
+    /// that did not start as this note's check (a note an agent forged).
     #[test]
     fn an_orphaned_check_is_stopped_and_only_it() {
         use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -528,11 +544,31 @@ mod tests {
         let note = dir.join("check.pid");
         let mut dead = Command::new("true").spawn().unwrap();
         dead.wait().unwrap();
+        let grace = Duration::from_secs(1);
+        // Someone else's process, named by a note an agent wrote: every number right,
+        // but it never was a check of this note.
+        let mut other = Command::new("sleep");
+        other.arg("30").process_group(0);
+        let mut other = other.spawn().unwrap();
+        let other_start = Proc::read(other.id()).unwrap().start;
+        std::fs::write(
+            &note,
+            format!("{} {} {other_start}\n", dead.id(), other.id()),
+        )
+        .unwrap();
+        assert_eq!(stop_orphaned_check(&note, grace), None);
+        assert_eq!(stop_noted_check(&note, grace), None);
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "a bystander was signalled"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
+        // A check, as `run_check_noted` starts one.
         let mut check = Command::new("sleep");
-        check.arg("30").process_group(0);
+        check.arg("30").env(CHECK_NOTE_VAR, &note).process_group(0);
         let mut check = check.spawn().unwrap();
         let start = Proc::read(check.id()).unwrap().start;
-        let grace = Duration::from_secs(1);
         for (holder, start) in [
             (dead.id(), start + 1),
             (dead.id(), 0),

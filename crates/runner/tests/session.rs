@@ -561,6 +561,19 @@ fn a_pane_says_it_started_and_follows_no_planted_link() {
     assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me\n");
 }
 
+/// An agent in a pane does not see which tmux server it runs in: its own `tmux`
+/// commands (a `tmux kill-server` to clean up after itself) would reach Warden's private
+/// server and every other task's agent on it.
+#[test]
+fn a_pane_program_does_not_see_wardens_tmux_server() {
+    let f = Fixture::new("tmux-env");
+    let tmux = Server::new("tmux-env");
+    let script = "echo \"tmux=${TMUX:-none} pane=${TMUX_PANE:-none}\"";
+    start_tmux(&tmux.0, &f.spec("t1", "s1", &["sh", "-c", script])).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s1", 0);
+    f.wait_log("t1", "tmux=none pane=none");
+}
+
 #[test]
 fn tmux_single_word_command_is_not_a_shell_line() {
     let f = Fixture::new("tmux-single");

@@ -211,7 +211,10 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
 /// What a pane runs: first the directory that says the session started (its spec's
 /// `started_file`, when it names one: `mkdir`, which makes nothing else and follows no
 /// link an agent may have planted there, where `> file` would truncate the link's
-/// target), then the program (its input redirected from a
+/// target), then forgets which tmux server it is in (`TMUX`, `TMUX_PANE`: an agent's own
+/// `tmux` commands, a dev server started in a session or a `tmux kill-server` to clean
+/// up, go to its user's server, not to Warden's, whose other panes are other tasks'
+/// agents), then the program (its input redirected from a
 /// file when there is one), then, before the pane ends, a wait until everything the program printed is in the log.
 /// tmux 3.3 discards what a pane printed but tmux had not yet read when the pane's process
 /// exits, so a program that printed its last lines and exited at once lost them from the
@@ -224,7 +227,7 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
 /// the program's; one killed by signal N ends with 128 + N, the code Warden records for
 /// a signal anyway.
 const PANE_SCRIPT: &str = "trap : HUP INT TERM; l=$1 m=$2 i=$3 s=$4; shift 4; \
-    [ -z \"$s\" ] || mkdir \"$s\" 2>/dev/null; if [ -n \"$i\" ]; then \"$@\" < \"$i\"; else \"$@\"; fi; c=$?; \
+    [ -z \"$s\" ] || mkdir \"$s\" 2>/dev/null; unset TMUX TMUX_PANE; if [ -n \"$i\" ]; then \"$@\" < \"$i\"; else \"$@\"; fi; c=$?; \
     printf '\\033]6973;%s\\007' \"$m\" || exit $c; n=0; \
     while [ $n -lt 200 ] && ! tail -c 512 \"$l\" 2>/dev/null | grep -qF \"$m\"; do \
     sleep 0.01; n=$((n + 1)); done; exit $c";

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::pg_runners::wait_until;
+
 pub(crate) fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_warden"))
 }
@@ -783,15 +785,17 @@ fn a_check_a_killed_runner_left_running_is_stopped_by_the_next() {
         .spawn()
         .unwrap();
     let note = p.root.join(".warden/tasks/k/check.pid");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let group: u32 = loop {
+    let noted_group = || {
         let noted = std::fs::read_to_string(&note).unwrap_or_default();
-        if let Some(g) = noted.split_whitespace().nth(1) {
-            break g.parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "the prechecks never ran");
-        std::thread::sleep(Duration::from_millis(20));
+        noted
+            .split_whitespace()
+            .nth(1)
+            .map(|g| g.parse::<u32>().unwrap())
     };
+    wait_until(Duration::from_secs(60), "the prechecks to run", || {
+        noted_group().is_some()
+    });
+    let group = noted_group().unwrap();
     first.kill().unwrap();
     first.wait().unwrap();
     assert!(
@@ -831,25 +835,22 @@ fn a_killed_runner_not_yet_collected_is_taken_over_at_once() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while store.leases().unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "the first run never claimed z");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(60), "the first run to claim z", || {
+        !store.leases().unwrap().is_empty()
+    });
     // SIGKILL, and not waited for: a zombie until this test collects it.
     first.kill().unwrap();
     let stat = format!("/proc/{}/stat", first.id());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(&stat).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-    }) {
-        assert!(
-            Instant::now() < deadline,
-            "the killed run never became a zombie"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        Duration::from_secs(20),
+        "the killed run to be a zombie",
+        || {
+            std::fs::read_to_string(&stat).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+        },
+    );
     run_until_done(&p, "z");
     assert!(
         std::fs::read_to_string(&stat).is_ok(),

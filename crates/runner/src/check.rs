@@ -393,6 +393,11 @@ impl Proc {
     }
 }
 
+/// Has process `pid` exited without being collected by its parent (a zombie)?
+pub fn zombie(pid: u32) -> bool {
+    Proc::read(pid).is_some_and(|p| p.zombie)
+}
+
 /// What a check note says: "HOLDER GROUP START" (START 0 in a note of an older Warden).
 fn read_note(note: &Path) -> Option<(u32, u32, u64)> {
     let text = std::fs::read_to_string(note).ok()?;

@@ -109,16 +109,7 @@ pub(super) fn alive(pid: u32) -> bool {
     pid != 0
         && rustix::process::Pid::from_raw(pid as i32)
             .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
-        && !zombie(pid)
-}
-
-/// Has process `pid` exited without being collected by its parent (state `Z` in
-/// `/proc/<pid>/stat`, after the command name in parentheses)?
-fn zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
+        && !warden_runner::check::zombie(pid)
 }
 
 /// Is the session hosted in process mode alive: its host runs, or it is being started

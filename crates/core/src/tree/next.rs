@@ -74,8 +74,10 @@ pub fn plan_next(tasks: &[Task]) -> Next {
     // Pre-order visits parents first, so ancestor flags are known when a child is seen.
     let mut cancelled = vec![false; n];
     let mut held = vec![false; n];
+    // A group's own stored status and `passes` never change (no transition reaches a
+    // group): its derived `passes` says whether its children did the work.
     let dep_done = |d: &TaskId| match idx.position(d) {
-        Some(j) => tasks[j].status() == Status::Done || (!forest.is_leaf(j) && tasks[j].passes()),
+        Some(j) => tasks[j].status() == Status::Done || (!forest.is_leaf(j) && idx.derived[j].1),
         None => false,
     };
     for &i in &pre {

@@ -646,6 +646,7 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
         list: Duration,
         state: Duration,
         state_changed: Duration,
+        next: Duration,
         apply: Duration,
         floor: Duration,
     }
@@ -669,8 +670,8 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
                 ],
             );
         }
-        let (mut version, mut update, mut show, mut status, mut list, mut state) =
-            (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let (mut version, mut update, mut show, mut status, mut list, mut state, mut next) =
+            (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
         let t = format!("t{}", n - 1);
         // The ratio is measured as row 4 measures it at 10 tasks: `--version`, `task update`
         // and `task show` in turn, nothing else between them. A command that runs right
@@ -691,6 +692,7 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
         for i in 0..reps {
             status.push(run(&dir, &["status"]));
             list.push(run(&dir, &["task", "list", "--status", "working"]));
+            next.push(run(&dir, &["plan", "next"]));
             if i < 5 {
                 state.push(run(&dir, &["state"]));
             }
@@ -757,6 +759,7 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
             list: percentile(list, 0.5),
             state: percentile(state, 0.5),
             state_changed: percentile(state_changed, 0.5),
+            next: percentile(next, 0.5),
             apply: percentile(apply, 0.5),
             floor,
         });
@@ -830,6 +833,14 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
             ok: Some(d < Duration::from_millis(limit_ms)),
         });
     }
+    // No target of its own: an orchestrator asks it after every task it finishes.
+    rows.push(Row {
+        name: format!("    `plan next`, {big} (p50)"),
+        figure: ms(last.next),
+        target: "–".into(),
+        limit: format!("{}; {}", by(&|x| ms(x.next)), growth(&|x| x.next)),
+        ok: None,
+    });
     rows.push(Row {
         name: format!(
             "    `plan apply` end to end, {} nodes (p50)",

@@ -96,6 +96,8 @@ pub fn resolve(role: Option<Role>, task: Option<&str>) -> Result<(Role, Option<T
 /// current-thread tokio runtime (the rest of the CLI has none). The agent role needs
 /// `task`, which must exist.
 pub fn run(ws: Workspace, role: Role, task: Option<TaskId>) -> Result<(), Failure> {
+    // Before any blocking thread: what their calls free goes back to the system.
+    warden_sys::return_freed_memory_promptly();
     let server = WardenServer::new(ws, role, task, session_role_from_env())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

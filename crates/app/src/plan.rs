@@ -200,18 +200,13 @@ impl App {
         Ok(tree::plan_next(&self.tree_tasks()?))
     }
 
-    /// Every task as its head shows it (id, parent, order, status, passes, attempts,
-    /// max_attempts, title, dependencies: all that `plan next`, `plan show` and
-    /// `plan graph` read), without decoding a task's body. Decoding every task made
-    /// `plan next` take 40 ms at 10,000 tasks; an orchestrator asks it after every task.
+    /// Every task as the tree's views read it: a task at rest from its head (id, parent,
+    /// order, status, passes, attempts, max_attempts, title, dependencies: all that
+    /// `plan next`, `plan show` and `plan graph` read of it), an active one in full (the
+    /// graph marks a dead session). Decoding every task made `plan next` take 40 ms at
+    /// 10,000 tasks; an orchestrator asks it after every task.
     fn tree_tasks(&self) -> Result<Vec<Task>> {
-        Ok(self
-            .eng
-            .store
-            .all_heads()?
-            .into_iter()
-            .map(Task::from_head)
-            .collect())
+        Ok(self.eng.tasks_at_rest_from_heads()?)
     }
 
     /// `plan apply`: seed 000's reconcile of an edited tree (DESIGN 2.3). A plan file is

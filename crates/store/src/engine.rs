@@ -754,6 +754,25 @@ impl Engine {
     /// newest activity entry (the only one shown). The render is the same as from every
     /// task and every event (a core test checks it).
     pub fn state_sources(&self) -> Result<(Vec<Task>, Vec<Event>), EngineError> {
+        let tasks = self.tasks_at_rest_from_heads()?;
+        let mut events = self
+            .store
+            .events_of(crate::LIFECYCLE_EVENTS, Some(Status::Done))?;
+        if let Some(last) = self
+            .store
+            .last_event_where(history::ACTIVITY_TYPES, &history::is_activity)?
+            && let Err(at) = events.binary_search_by_key(&last.seq, |e| e.seq)
+        {
+            events.insert(at, last);
+        }
+        Ok((tasks, events))
+    }
+
+    /// Every task, in id order, for a view of them all: a task at rest as its head
+    /// shows it (see [`Task::from_head`]), the others read in full. The views of the
+    /// whole tree read nothing else of a task at rest, so this is what they see of the
+    /// tasks in full, without decoding most of them.
+    pub fn tasks_at_rest_from_heads(&self) -> Result<Vec<Task>, EngineError> {
         let heads = self.store.all_heads()?;
         let mut active: std::collections::BTreeMap<TaskId, Task> = self
             .store
@@ -776,17 +795,7 @@ impl Engine {
         // Created between the two reads.
         tasks.extend(active.into_values());
         tasks.sort_by(|a, b| a.id().cmp(b.id()));
-        let mut events = self
-            .store
-            .events_of(crate::LIFECYCLE_EVENTS, Some(Status::Done))?;
-        if let Some(last) = self
-            .store
-            .last_event_where(history::ACTIVITY_TYPES, &history::is_activity)?
-            && let Err(at) = events.binary_search_by_key(&last.seq, |e| e.seq)
-        {
-            events.insert(at, last);
-        }
-        Ok((tasks, events))
+        Ok(tasks)
     }
 
     /// Everything STATE.md is derived from.

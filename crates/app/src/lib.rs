@@ -152,6 +152,18 @@ impl App {
             }
             group_near = !self.eng.store.child_ids(d)?.is_empty();
         }
+        // An ancestor's dependencies hold the task back too; they are read from the
+        // groups' heads, so an ancestor with any makes the groups needed.
+        let mut up = t.spec.parent.clone();
+        for _ in 0..=warden_core::tree::MAX_DEPTH {
+            let Some(p) = up.take().filter(|_| !group_near) else {
+                break;
+            };
+            if let Some(h) = self.eng.store.heads(std::slice::from_ref(&p))?.pop() {
+                group_near = !h.depends_on.is_empty();
+                up = h.parent.filter(|q| *q != h.id);
+            }
+        }
         let groups = if group_near {
             self.groups()?
         } else {

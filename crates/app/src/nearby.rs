@@ -27,6 +27,21 @@ impl Groups {
     pub(crate) fn has(&self, id: &TaskId) -> bool {
         self.heads.contains_key(id)
     }
+
+    /// The dependencies that hold `t` back: its own and every ancestor's (each ancestor
+    /// is a group, so its head is here).
+    pub(crate) fn held_by<'a>(&'a self, t: &'a Task) -> impl Iterator<Item = &'a TaskId> + 'a {
+        let mut up = t.spec.parent.as_ref();
+        let mut steps = self.heads.len();
+        let ancestors = std::iter::from_fn(move || {
+            let h = self.heads.get(up?)?;
+            // Parents form no cycle in a stored tree; the bound only makes sure.
+            steps = steps.checked_sub(1)?;
+            up = h.parent.as_ref().filter(|p| **p != h.id);
+            Some(h.depends_on.iter())
+        });
+        t.spec.depends_on.iter().chain(ancestors.flatten())
+    }
 }
 
 impl App {
@@ -66,7 +81,7 @@ impl App {
     ) -> Result<Vec<TaskView>> {
         let deps: BTreeSet<TaskId> = tasks
             .iter()
-            .flat_map(|t| t.spec.depends_on.iter())
+            .flat_map(|t| groups.held_by(t))
             .filter(|d| !groups.has(d))
             .cloned()
             .collect();
@@ -96,11 +111,7 @@ impl App {
                 .get(t.id())
                 .copied()
                 .unwrap_or((t.status(), t.passes()));
-            let deps_done = t
-                .spec
-                .depends_on
-                .iter()
-                .all(|d| shown(d) == Some(Status::Done));
+            let deps_done = groups.held_by(t).all(|d| shown(d) == Some(Status::Done));
             out.push(TaskView::with(
                 t,
                 Around {

@@ -354,6 +354,45 @@ fn parents_finish_with_their_children() {
     p.check();
 }
 
+/// A group's `depends_on` holds back every leaf below it: the run starts none of them
+/// before the dependency is done, and every view says they are blocked until then.
+#[test]
+fn a_groups_dependency_holds_back_its_leaves() {
+    let p = Project::new("process");
+    p.import(
+        r#"{"tasks": [{"id": "g1", "title": "Phase 1"},
+                      {"id": "a", "parent": "g1", "work": "echo a > a.txt"},
+                      {"id": "g2", "title": "Phase 2", "depends_on": ["g1"]},
+                      {"id": "d", "parent": "g2", "work": "echo d > d.txt"}]}"#,
+    );
+    assert_eq!(p.task("d")["gate"], "BLOCKED", "{}", p.task("d"));
+    let list = p.json(&["task", "list"]);
+    let d = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "d")
+        .unwrap();
+    assert_eq!(d["gate"], "BLOCKED", "{d}");
+    assert_eq!(p.json(&["plan", "next"])["next"], "a");
+    assert_eq!(p.until_idle(), 0);
+    assert_eq!(p.task("d")["status"], "done");
+    // d started only after a was done (one pass would have started both).
+    let seq = |id: &str, to: &str| {
+        p.events(id)
+            .iter()
+            .find(|e| e["type"] == "status.changed" && e["to"] == to)
+            .unwrap_or_else(|| panic!("{id} never went {to}"))["seq"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        seq("a", "done") < seq("d", "working"),
+        "d started before its group's dependency was done"
+    );
+    p.check();
+}
+
 /// Item 6: A direct task's agent is told only what the direct map allows.
 #[test]
 fn direct_agents_get_the_direct_prompt() {

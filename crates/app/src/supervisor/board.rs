@@ -349,15 +349,31 @@ impl Board {
         self.position(id).map(|p| self.nodes[p].shown)
     }
 
-    /// Are all of the task's dependencies done (a group when its children are)?
+    /// Are all of the task's dependencies done (a group when its children are), and all
+    /// of its ancestors'? A group's `depends_on` holds back every leaf below it, as
+    /// `plan next` reads it: a person who makes phase 2 depend on phase 1 means its
+    /// tasks, which are what runs.
     pub(super) fn deps_done(&self, id: &TaskId) -> bool {
-        self.position(id).is_some_and(|p| {
+        let Some(mut p) = self.position(id) else {
+            return false;
+        };
+        // Parents form no cycle on the board (`rebuild`); the bound only makes sure.
+        for _ in 0..=self.nodes.len() {
             let n = &self.nodes[p];
-            !n.missing_deps
-                && n.deps
+            if n.missing_deps
+                || !n
+                    .deps
                     .iter()
                     .all(|&d| self.nodes[d as usize].shown.0 == Status::Done)
-        })
+            {
+                return false;
+            }
+            if n.parent == NONE {
+                return true;
+            }
+            p = n.parent as usize;
+        }
+        false
     }
 
     /// The task's place in tree order (for sorting what is shown; an unknown task last).

@@ -286,14 +286,29 @@ impl<'a> TreeIndex<'a> {
         }
     }
 
-    /// Are all of a task's dependencies done (a group when its children are)? An unknown
-    /// dependency is not.
+    /// Are all of a task's dependencies done (a group when its children are), and all of
+    /// its ancestors'? A group's `depends_on` holds back every leaf below it (as the
+    /// supervisor schedules and `plan next` reads). An unknown dependency is not done.
     pub fn deps_done(&self, t: &Task) -> bool {
-        t.spec.depends_on.iter().all(|d| {
-            self.by_id
-                .get(d)
-                .is_some_and(|&i| self.derived[i].0 == Status::Done)
-        })
+        let own_done = |t: &Task| {
+            t.spec.depends_on.iter().all(|d| {
+                self.by_id
+                    .get(d)
+                    .is_some_and(|&i| self.derived[i].0 == Status::Done)
+            })
+        };
+        let mut at = t;
+        // At most one step per task: a stored tree has no parent cycle.
+        for _ in 0..=self.tasks.len() {
+            if !own_done(at) {
+                return false;
+            }
+            match at.spec.parent.as_ref().and_then(|p| self.get(p)) {
+                Some(parent) if parent.id() != at.id() => at = parent,
+                _ => return true,
+            }
+        }
+        false
     }
 
     /// Does the task have no children?

@@ -741,8 +741,9 @@ fn run_until_done(p: &Project, id: &str) {
     assert_eq!(
         o.status.code(),
         Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
     );
     assert_eq!(p.task(id)["status"], "done");
 }
@@ -1034,14 +1035,7 @@ fn session_end_unreported_is_seen(mode: &str) {
         "{idle}"
     );
     std::fs::write(&config, good).unwrap();
-    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(p.task("s")["status"], "done");
+    run_until_done(&p, "s");
     let history = p.ok(&["--json", "history", "s"]);
     assert!(
         history.lines().any(|l| {
@@ -1701,14 +1695,7 @@ fn a_task_one_runner_keeps_failing_is_finished_by_another() {
             .as_u64()
             .is_some_and(|n| n >= 3)
     });
-    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert_eq!(p.task("t")["status"], "done");
+    run_until_done(&p, "t");
     assert_eq!(git(&p.root, &["show", "main:t.txt"]), "t\n");
 }
 

@@ -142,6 +142,16 @@ fn invalid_plans_import_nothing() {
             "cycle",
         ),
         (
+            "a group that depends on its own task",
+            r#"{"tasks": [{"id": "g", "depends_on": ["d"]}, {"id": "d", "parent": "g"}, {"id": "ok1"}]}"#,
+            "g needs d, which is inside g",
+        ),
+        (
+            "a task under a stored group that it depends on",
+            r#"{"tasks": [{"id": "c", "parent": "keep", "depends_on": ["keep"]}, {"id": "ok1"}]}"#,
+            "c needs keep, which holds c",
+        ),
+        (
             "duplicate ids",
             r#"{"tasks": [{"id": "a"}, {"id": "a"}, {"id": "ok1"}]}"#,
             "a",

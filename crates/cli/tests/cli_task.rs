@@ -160,6 +160,24 @@ fn create_validates_ids_parents_dependencies_and_duplicates() {
     assert!(err_line(&o).contains("nope"), "{}", err_line(&o));
     let o = ws.expect(&["task", "create", "ui", "--depends-on", "nope"], 3);
     assert!(err_line(&o).contains("nope"), "{}", err_line(&o));
+    // A task under a group that it also depends on would wait for itself.
+    let o = ws.expect(
+        &[
+            "task",
+            "create",
+            "ui",
+            "--parent",
+            "app",
+            "--depends-on",
+            "app",
+        ],
+        1,
+    );
+    assert_eq!(
+        err_line(&o),
+        "refused: dependencies can never be met: ui needs app, which holds ui; remove one of these depends_on entries"
+    );
+    assert_eq!(text(&o.stderr).trim_end().lines().count(), 1);
     ws.expect(&["task", "create", "ui", "--workflow", "sideways"], 2);
     ws.expect(&["task", "create", "ui", "--workflow", "direct"], 2);
     ws.expect(

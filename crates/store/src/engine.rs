@@ -436,6 +436,11 @@ impl Engine {
                     prev.iter().map(|t| (t.id(), t.spec.parent.as_ref())),
                     &batch,
                 )?;
+                check_deadlock(
+                    prev.iter()
+                        .map(|t| (t.id(), t.spec.parent.as_ref(), &t.spec.depends_on[..])),
+                    &batch,
+                )?;
                 Ok(batch)
             },
         )
@@ -915,6 +920,53 @@ fn keep_file(path: &std::path::Path, parts: Option<&[&[u8]]>) {
         && std::fs::create_dir_all(dir).is_ok()
     {
         let _ = files::write_cache(path, parts);
+    }
+}
+
+/// Refuses a batch whose tasks' dependencies could never all be met once laid over the
+/// stored ones ([`warden_core::tree::deadlocks`]): a task made under a group it also
+/// depends on, say, which a file's validation cannot see when the group is stored.
+/// Only a batch that creates tasks or changes a parent or a `depends_on` pays for the
+/// look at the whole tree.
+pub fn check_deadlock<'a>(
+    prev: impl Iterator<Item = (&'a TaskId, Option<&'a TaskId>, &'a [TaskId])>,
+    batch: &'a Batch,
+) -> Result<(), EngineError> {
+    let shapes = batch
+        .changes
+        .iter()
+        .any(|ch| match (&ch.before, &ch.after) {
+            (None, Some(a)) => !a.spec.depends_on.is_empty(),
+            (Some(b), Some(a)) => {
+                b.spec.parent != a.spec.parent || b.spec.depends_on != a.spec.depends_on
+            }
+            _ => false,
+        });
+    if !shapes {
+        return Ok(());
+    }
+    let mut tasks: std::collections::HashMap<&TaskId, (Option<&TaskId>, &[TaskId])> =
+        prev.map(|(id, p, d)| (id, (p, d))).collect();
+    for ch in &batch.changes {
+        match (&ch.before, &ch.after) {
+            (_, Some(t)) => {
+                tasks.insert(t.id(), (t.spec.parent.as_ref(), &t.spec.depends_on[..]));
+            }
+            (Some(t), None) => {
+                tasks.remove(t.id());
+            }
+            (None, None) => {}
+        }
+    }
+    let mut tasks: Vec<(&TaskId, Option<&TaskId>, &[TaskId])> =
+        tasks.into_iter().map(|(id, (p, d))| (id, p, d)).collect();
+    tasks.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    match warden_core::tree::deadlocks(&tasks).into_iter().next() {
+        None => Ok(()),
+        Some(steps) => Err(Failure::refused(
+            warden_core::tree::PlanError::DependencyDeadlock(steps).to_string(),
+        )
+        .into()),
     }
 }
 

@@ -27,7 +27,7 @@ use warden_core::model::{Status, Task, TaskId};
 use warden_core::ops::Change;
 
 pub use config::Config;
-pub use engine::{Decision, Engine, EngineError, Written, check_depth};
+pub use engine::{Decision, Engine, EngineError, Written, check_deadlock, check_depth};
 pub use workspace::Workspace;
 
 /// One transaction: task changes, memory rows, and an idempotency key.

@@ -52,7 +52,7 @@ pub use plan::{PlanFile, PlanNode};
 #[cfg(test)]
 pub(crate) use stored::read_stored;
 pub use stored::{Same, Stored, StoredRows, StoredTask};
-pub use validate::{PlanError, validate_plan};
+pub use validate::{DeadlockLink, DeadlockStep, PlanError, deadlocks, validate_plan};
 
 use crate::model::{Status, Task, TaskId};
 

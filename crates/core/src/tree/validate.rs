@@ -47,6 +47,16 @@ pub enum PlanError {
     /// Dependencies form a cycle (path starts and ends with the same id).
     #[error("dependencies form a cycle {}; remove one of these depends_on entries", Path(.0))]
     DependencyCycle(Vec<TaskId>),
+    /// Dependencies that wait on each other through the tree: a task waits for the
+    /// dependencies of its groups, and a group is done only when everything under it
+    /// is, so `g` depending on a task under `g` (or a task on one of its own groups, or
+    /// a longer loop through groups) can never be met. The steps start at the smallest
+    /// id and close the loop.
+    #[error(
+        "dependencies can never be met: {}; remove one of these depends_on entries",
+        Steps(.0)
+    )]
+    DependencyDeadlock(Vec<DeadlockStep>),
     /// Both `work` and `agent` are set.
     #[error("task {0} sets both work and agent; keep only one of them")]
     WorkAndAgent(TaskId),
@@ -61,6 +71,49 @@ pub enum PlanError {
     /// `max_attempts` is 0, so the task could never be tried.
     #[error("task {0} has max_attempts 0; use 1 or more, or leave it out for the default")]
     ZeroMaxAttempts(TaskId),
+}
+
+/// One `depends_on` entry of a [`PlanError::DependencyDeadlock`], and how the task it
+/// names leads to the next step's task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadlockStep {
+    /// The task whose `depends_on` holds the entry.
+    pub task: TaskId,
+    /// The task it names.
+    pub needs: TaskId,
+    /// Where the next step's task stands from `needs`.
+    pub link: DeadlockLink,
+}
+
+/// How a step's `needs` leads to the next step's `task`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeadlockLink {
+    /// The next step starts at `needs` itself.
+    Same,
+    /// `needs` is under the next step's task (a group that waits for it).
+    Inside(TaskId),
+    /// `needs` is a group that holds the next step's task.
+    Holds(TaskId),
+}
+
+/// Renders deadlock steps as `g needs d, which is inside g`.
+struct Steps<'a>(&'a [DeadlockStep]);
+
+impl fmt::Display for Steps<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (k, step) in self.0.iter().enumerate() {
+            if k > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{} needs {}", step.task, step.needs)?;
+            match &step.link {
+                DeadlockLink::Same => {}
+                DeadlockLink::Inside(t) => write!(f, ", which is inside {t}")?,
+                DeadlockLink::Holds(t) => write!(f, ", which holds {t}")?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Renders a cycle as `a → b → a`.
@@ -255,6 +308,13 @@ pub(crate) fn validate_resolved<'a>(
                 errors.push(PlanError::DependencyCycle(path_ids(nodes, &cycle)));
             }
         }
+    } else if !dep_to.is_empty() {
+        let ids: Vec<&TaskId> = nodes.iter().map(|node| &node.id).collect();
+        errors.extend(
+            tree_deadlocks(&ids, &member, &parent, &dep_start, &dep_to)
+                .into_iter()
+                .map(PlanError::DependencyDeadlock),
+        );
     }
     errors.extend(work_and_agent);
     errors.extend(zero);
@@ -320,7 +380,171 @@ fn error_id(e: &PlanError) -> &TaskId {
         | PlanError::ZeroMaxAttempts(id)
         | PlanError::NotABranch { id, .. } => id,
         PlanError::ParentCycle(p) | PlanError::DependencyCycle(p) => &p[0],
+        PlanError::DependencyDeadlock(steps) => &steps[0].task,
     }
+}
+
+/// Dependencies that wait on each other through the tree, in a plan whose parents and
+/// dependencies are each acyclic. A leaf starts when its own and every ancestor's
+/// dependencies are done, and a group is done when everything under it is; so each
+/// node is two events, its start S and its finish F, ordered by these edges ("cannot
+/// happen before"): S(i) → F(d) for each dependency d, S(i) → S(parent), F(i) → S(i),
+/// and F(group) → F(child). A cycle among them is a set of `depends_on` entries that
+/// can never all be met.
+///
+/// Every such cycle passes through a dependency that names a group or is held by one
+/// (otherwise it would be a plain dependency cycle, reported already), so a plan whose
+/// dependencies are all between leaves pays one pass over its edges and no more.
+fn tree_deadlocks(
+    ids: &[&TaskId],
+    member: &[bool],
+    parent: &[u32],
+    dep_start: &[u32],
+    dep_to: &[u32],
+) -> Vec<Vec<DeadlockStep>> {
+    let n = ids.len();
+    let deps_of = |i: usize| &dep_to[dep_start[i] as usize..dep_start[i + 1] as usize];
+    let mut children = vec![0u32; n + 1];
+    for i in 0..n {
+        if member[i] && parent[i] != NONE {
+            children[parent[i] as usize + 1] += 1;
+        }
+    }
+    let touches_group = (0..n).any(|i| {
+        member[i]
+            && !deps_of(i).is_empty()
+            && (children[i + 1] > 0 || deps_of(i).iter().any(|&d| children[d as usize + 1] > 0))
+    });
+    if !touches_group {
+        return Vec::new();
+    }
+    for k in 0..n {
+        children[k + 1] += children[k];
+    }
+    let mut child = vec![0u32; children[n] as usize];
+    let mut fill = children.clone();
+    for i in 0..n {
+        if member[i] && parent[i] != NONE {
+            let p = parent[i] as usize;
+            child[fill[p] as usize] = i as u32;
+            fill[p] += 1;
+        }
+    }
+    // The event graph in CSR form: S(i) is vertex 2i, F(i) is 2i + 1.
+    let graph = |child: &[u32]| {
+        let mut start = Vec::with_capacity(2 * n + 1);
+        let mut edges: Vec<u32> = Vec::with_capacity(4 * n + dep_to.len());
+        for i in 0..n {
+            start.push(edges.len() as u32);
+            if member[i] {
+                edges.extend(deps_of(i).iter().map(|&d| 2 * d + 1));
+                if parent[i] != NONE {
+                    edges.push(2 * parent[i]);
+                }
+            }
+            start.push(edges.len() as u32);
+            if member[i] {
+                edges.push(2 * i as u32);
+                let kids = &child[children[i] as usize..children[i + 1] as usize];
+                edges.extend(kids.iter().map(|&c| 2 * c + 1));
+            }
+        }
+        start.push(edges.len() as u32);
+        (start, edges)
+    };
+    let mut events: Vec<usize> = (0..2 * n).filter(|&v| member[v / 2]).collect();
+    {
+        let (start, edges) = graph(&child);
+        if acyclic(2 * n, &events, |v| {
+            &edges[start[v] as usize..start[v + 1] as usize]
+        }) {
+            return Vec::new();
+        }
+    }
+    // A plan that has one pays for a walk that does not depend on the file's order.
+    events.sort_by(|&a, &b| ids[a / 2].cmp(ids[b / 2]).then(a.cmp(&b)));
+    for i in 0..n {
+        child[children[i] as usize..children[i + 1] as usize]
+            .sort_by(|&a, &b| ids[a as usize].cmp(ids[b as usize]));
+    }
+    let (start, edges) = graph(&child);
+    let out = |v: usize| &edges[start[v] as usize..start[v + 1] as usize];
+    // Bounded, for a stored tree whose parents were never checked here.
+    let is_ancestor = |a: usize, mut of: usize| {
+        for _ in 0..n {
+            match parent[of] {
+                NONE => return false,
+                p if p as usize == a => return true,
+                p => of = p as usize,
+            }
+        }
+        false
+    };
+    let mut errors = Vec::new();
+    for cycle in find_cycles(2 * n, &events, out) {
+        // The dependency edges are the ones from a start to a finish.
+        let mut steps: Vec<(usize, usize)> = cycle
+            .windows(2)
+            .filter(|w| w[0] % 2 == 0 && w[1] % 2 == 1)
+            .map(|w| (w[0] / 2, w[1] / 2))
+            .collect();
+        let Some(first) = (0..steps.len()).min_by(|&a, &b| ids[steps[a].0].cmp(ids[steps[b].0]))
+        else {
+            continue;
+        };
+        steps.rotate_left(first);
+        let report = (0..steps.len())
+            .map(|k| {
+                let (task, needs) = steps[k];
+                let next = steps[(k + 1) % steps.len()].0;
+                let link = if next == needs {
+                    DeadlockLink::Same
+                } else if is_ancestor(next, needs) {
+                    DeadlockLink::Inside(ids[next].clone())
+                } else {
+                    DeadlockLink::Holds(ids[next].clone())
+                };
+                DeadlockStep {
+                    task: ids[task].clone(),
+                    needs: ids[needs].clone(),
+                    link,
+                }
+            })
+            .collect();
+        errors.push(report);
+    }
+    errors
+}
+
+/// The dependencies of a whole tree that can never be met, as
+/// [`PlanError::DependencyDeadlock`] reports them: each task's id, parent and
+/// `depends_on`; a reference to no task of `tasks` is ignored. For the store, which
+/// lays a batch of new or changed tasks over the stored ones (a file's validation sees
+/// only the file). A tree where no task has a dependency pays one pass over it.
+pub fn deadlocks(tasks: &[(&TaskId, Option<&TaskId>, &[TaskId])]) -> Vec<Vec<DeadlockStep>> {
+    if tasks.iter().all(|(_, _, d)| d.is_empty()) {
+        return Vec::new();
+    }
+    let n = tasks.len();
+    let ids: Vec<&TaskId> = tasks.iter().map(|t| t.0).collect();
+    let mut at: IdMap<&TaskId, u32> = IdMap::default();
+    at.reserve(n);
+    for (i, id) in ids.iter().enumerate() {
+        at.entry(*id).or_insert(i as u32);
+    }
+    let member: Vec<bool> = (0..n).map(|i| at[ids[i]] == i as u32).collect();
+    let parent: Vec<u32> = tasks
+        .iter()
+        .map(|t| t.1.and_then(|p| at.get(p).copied()).unwrap_or(NONE))
+        .collect();
+    let mut dep_start = Vec::with_capacity(n + 1);
+    let mut dep_to = Vec::new();
+    for t in tasks {
+        dep_start.push(dep_to.len() as u32);
+        dep_to.extend(t.2.iter().filter_map(|d| at.get(d).copied()));
+    }
+    dep_start.push(dep_to.len() as u32);
+    tree_deadlocks(&ids, &member, &parent, &dep_start, &dep_to)
 }
 
 /// Do the parents (one edge per node at most) reach a root from every member? Each walk

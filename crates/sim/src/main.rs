@@ -1,7 +1,8 @@
 //! `warden-sim`: runs seeds of the deterministic supervisor simulation.
 //!
 //! Usage: `warden-sim [--seed N | --seeds N [--from S]] [--steps K] [--runners R]
-//! [--liveness] [--trace]`. A failing seed prints the command that replays it and exits 1.
+//! [--liveness] [--flat] [--trace]`. A failing seed prints the command that replays it and exits 1.
+//! `--flat` makes every plan flat, as the simulator did before groups.
 
 #![allow(clippy::print_stdout)]
 
@@ -49,9 +50,10 @@ fn main() -> ExitCode {
             }
             "--liveness" => opts.liveness = true,
             "--trace" => opts.trace = true,
+            "--flat" => opts.groups = false,
             "-h" | "--help" => {
                 println!(
-                    "usage: warden-sim [--seed N | --seeds N [--from S]] [--steps K] [--runners R] [--liveness] [--trace]"
+                    "usage: warden-sim [--seed N | --seeds N [--from S]] [--steps K] [--runners R] [--liveness] [--flat] [--trace]"
                 );
                 return ExitCode::SUCCESS;
             }
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
     };
     let start = std::time::Instant::now();
     let (mut events, mut sessions, mut kills, mut unstarted) = (0, 0, 0, 0);
+    let (mut grouped, mut group_deps) = (0, 0);
     for s in &seeds {
         match run_seed(*s, &opts) {
             Ok(r) => {
@@ -75,6 +78,8 @@ fn main() -> ExitCode {
                 sessions += r.sessions;
                 kills += r.kills;
                 unstarted += r.unstarted;
+                grouped += usize::from(r.groups > 0);
+                group_deps += r.group_deps;
             }
             Err(v) => {
                 eprintln!("{v}");
@@ -86,7 +91,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "{} seed(s) ok in {:.1} s: {events} events, {sessions} sessions, {kills} runner kills, {unstarted} sessions never started",
+        "{} seed(s) ok in {:.1} s: {events} events, {sessions} sessions, {kills} runner kills, {unstarted} sessions never started; {grouped} seed(s) with groups, {group_deps} dependencies on or of a group",
         seeds.len(),
         start.elapsed().as_secs_f64()
     );

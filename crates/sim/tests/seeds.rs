@@ -4,28 +4,43 @@
 
 use warden_sim::{Options, run_seed};
 
-/// Seeds that broke an invariant while the scheduler was written (each replays the bug
-/// it found when the fix is reverted): 105, 9 and 137 a worker astray past its grace
-/// while a dead runner's lease lapsed, 6981 an end never counted, 12514 two reviewers
-/// at once after an unnamed exit report ended the wrong session.
+/// Seeds that broke an invariant while the scheduler was written, with flat plans (each
+/// replays the bug it found when the fix is reverted): 105, 9 and 137 a worker astray
+/// past its grace while a dead runner's lease lapsed, 6981 an end never counted, 12514
+/// two reviewers at once after an unnamed exit report ended the wrong session.
 const FOUND: &[u64] = &[105, 9, 137, 6981, 12514];
 
-fn run(seeds: impl Iterator<Item = u64>, opts: &Options) -> usize {
-    let mut n = 0;
+/// Runs the seeds: how many ran, how many had groups, and their dependencies on or of
+/// a group.
+fn run(seeds: impl Iterator<Item = u64>, opts: &Options) -> (usize, usize, usize) {
+    let (mut n, mut grouped, mut group_deps) = (0, 0, 0);
     for seed in seeds {
-        if let Err(v) = run_seed(seed, opts) {
-            panic!("{v}");
+        match run_seed(seed, opts) {
+            Ok(r) => {
+                grouped += usize::from(r.groups > 0);
+                group_deps += r.group_deps;
+            }
+            Err(v) => panic!("{v}"),
         }
         n += 1;
     }
-    n
+    (n, grouped, group_deps)
 }
 
 #[test]
 fn safety_over_two_thousand_seeds() {
-    let opts = Options::default();
-    let n = run((0..2000).chain(FOUND.iter().copied()), &opts);
-    assert_eq!(n, 2000 + FOUND.len());
+    let (n, grouped, group_deps) = run(0..2000, &Options::default());
+    assert_eq!(n, 2000);
+    // The plans are trees often enough to matter: a group's dependencies hold back its
+    // leaves, which the invariant "a task starts only when its dependencies and its
+    // groups' are done" checks.
+    assert!(grouped > 1000 && group_deps > 500, "{grouped} {group_deps}");
+    let flat = Options {
+        groups: false,
+        ..Options::default()
+    };
+    let (n, grouped, _) = run((0..500).chain(FOUND.iter().copied()), &flat);
+    assert_eq!((n, grouped), (500 + FOUND.len(), 0));
 }
 
 #[test]
@@ -34,7 +49,7 @@ fn liveness_over_a_thousand_seeds() {
         liveness: true,
         ..Options::default()
     };
-    assert_eq!(run(0..1000, &opts), 1000);
+    assert_eq!(run(0..1000, &opts).0, 1000);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `warden mcp` over time: one server on a store of TASKS tasks answers REQUESTS tool
 # calls and resource reads (a task, the next leaf, a task's history, STATE.md, and one
-# call in 500 the whole list), then the same again while the CLI changes tasks beside it.
+# call in 500 the whole list, in one page), then the same again while the CLI changes tasks beside it.
 # Prints its RSS, open fds and threads every tenth of the way: they must stay flat.
 # Usage: bench/mcp_memory.sh [TASKS] [REQUESTS]   (defaults 10000 20000; needs python3)
 set -euo pipefail
@@ -76,7 +76,7 @@ rows = [("start", 0) + sample(p.pid)]
 def one(i):
     k = i % 50
     if i % 500 == 0:
-        tool("task_list")
+        tool("task_list", limit=n)
     elif k % 5 == 1:
         tool("plan_next")
     elif k % 5 == 2:

@@ -555,6 +555,78 @@ async fn an_agent_may_touch_only_its_own_task_and_roles_transitions() {
 }
 
 #[tokio::test]
+async fn task_list_answers_in_pages_that_follow_on() {
+    let ws = Workspace::new("mcp-pages");
+    // 205 tasks, under a group so that the app's tree order is not the id order.
+    let mut tasks = vec![json!({"id": "z-group"})];
+    tasks.extend(
+        (0..204).map(|i| json!({"id": format!("t{i:03}"), "parent": "z-group", "order": -i})),
+    );
+    let plan = ws.write("plan.json", json!({ "tasks": tasks }).to_string());
+    ws.ok(&["plan", "import", plan.to_str().unwrap()]);
+    let c = connect(&ws, &[], &[]).await;
+    let ids = |v: &Value| -> Vec<String> {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut all: Vec<String> = ws
+        .tasks()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    all.sort();
+
+    // No limit: the first 200 by id, and where to go on.
+    let first = ok(&call(&c, "task_list", json!({})).await);
+    assert_eq!(ids(&first), all[..200]);
+    assert_eq!(first["total"], 205);
+    assert_eq!(first["next"], all[199]);
+    let rest = ok(&call(&c, "task_list", json!({"after": all[199]})).await);
+    assert_eq!(ids(&rest), all[200..]);
+    assert_eq!(rest["next"], Value::Null);
+
+    // Small pages walk the whole list once, each page after the one before.
+    let mut walked = Vec::new();
+    let mut after = Value::Null;
+    loop {
+        let page = ok(&call(&c, "task_list", json!({"limit": 64, "after": after})).await);
+        assert!(ids(&page).len() <= 64);
+        walked.extend(ids(&page));
+        assert_eq!(page["total"], 205);
+        after = page["next"].clone();
+        if after.is_null() {
+            break;
+        }
+    }
+    assert_eq!(walked, all);
+
+    // A page follows on even when the task it follows has gone.
+    ws.ok(&["task", "cancel", "t010", "--reason", "not wanted"]);
+    let page = ok(&call(
+        &c,
+        "task_list",
+        json!({"status": "pending", "after": "t010", "limit": 2}),
+    )
+    .await);
+    assert_eq!(ids(&page), ["t011", "t012"]);
+    assert_eq!(
+        page["total"], 204,
+        "pending: every task but t010 (the group's derived status is pending)"
+    );
+    assert_eq!(page["next"], "t012");
+
+    // Bad paging is refused with the fix.
+    let r = call(&c, "task_list", json!({"limit": 0})).await;
+    assert!(refusal(&r).contains("limit is 0"), "{}", text(&r));
+    let r = call(&c, "task_list", json!({"after": "../x"})).await;
+    assert!(refusal(&r).contains("is invalid"), "{}", text(&r));
+}
+
+#[tokio::test]
 async fn malformed_arguments_are_errors_and_the_server_keeps_serving() {
     let ws = Workspace::new("mcp-bad");
     ws.create("a", &["--agent", "x"]);

@@ -38,10 +38,40 @@ pub fn task_get(app: &App, id: &TaskId) -> Res {
     to_value(&app.task(id)?)
 }
 
-/// `task_list`: `{"tasks": [...]}`.
-pub fn task_list(app: &App, filter: Option<&str>) -> Res {
+/// The tasks `task_list` answers with when it is given no `limit`: a page an agent's
+/// context can hold (a task is about a kilobyte of JSON, sent twice: as text and as
+/// structured content). A list of 10,000 tasks in one answer was 20 MB.
+pub const LIST_PAGE: usize = 200;
+
+/// `task_list`: `{"tasks": [...], "total": N, "next": ID|null}`, a page of the tasks
+/// (in id order) after `after`, of at most `limit`; `total` counts every task that
+/// matches the status.
+pub fn task_list(
+    app: &App,
+    filter: Option<&str>,
+    after: Option<&str>,
+    limit: Option<usize>,
+) -> Res {
     let filter = filter.map(status).transpose()?;
-    Ok(json!({ "tasks": app.list(filter, Children::Listed)? }))
+    let limit = limit.unwrap_or(LIST_PAGE);
+    if limit == 0 {
+        return Err(Failure::usage(
+            "limit is 0; ask for 1 or more tasks, or leave it out for a page of 200",
+        ));
+    }
+    let after = after.map(warden_app::task_id).transpose()?;
+    // In id order (the app's lists are in tree order), so that a page follows on from
+    // the one before even when the task named by `after` has gone since.
+    let mut tasks = app.list(filter, Children::Listed)?;
+    tasks.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+    let total = tasks.len();
+    if let Some(after) = &after {
+        let start = tasks.partition_point(|t| &t.id <= after);
+        tasks.drain(..start);
+    }
+    let next = (tasks.len() > limit).then(|| tasks[limit - 1].id.clone());
+    tasks.truncate(limit);
+    Ok(json!({ "tasks": tasks, "total": total, "next": next }))
 }
 
 /// `task_create`: as `warden task create`.

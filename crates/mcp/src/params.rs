@@ -84,6 +84,13 @@ pub struct ListParams {
     /// reviewing, stuck, done, cancelled).
     #[serde(default)]
     pub status: Option<String>,
+    /// At most this many tasks (default 200). The answer's `next` is the id to pass as
+    /// `after` for the tasks that follow, or null at the end.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only tasks whose id sorts after this one: the `next` of the page before.
+    #[serde(default)]
+    pub after: Option<String>,
 }
 
 /// `history`.

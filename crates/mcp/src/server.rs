@@ -455,13 +455,15 @@ impl WardenServer {
 
     #[tool(
         name = "task_list",
-        description = "List every task (sorted by id) with its status, gate, attempts, phases and specs, optionally only those in one status (e.g. `stuck` to find what needs a person).",
+        description = "List tasks (sorted by id) with their status, gate, attempts, phases and specs, optionally only those in one status (e.g. `stuck` to find what needs a person). Answers a page of at most `limit` tasks (default 200), `total` (every task that matches) and `next`: pass it as `after` for the following page; null means the list is complete.",
         annotations(read_only_hint = true)
     )]
     async fn o_task_list(&self, Parameters(p): Parameters<ListParams>) -> CallToolResult {
         result(
-            self.exec(move |e| actions::task_list(e, p.status.as_deref()))
-                .await,
+            self.exec(move |e| {
+                actions::task_list(e, p.status.as_deref(), p.after.as_deref(), p.limit)
+            })
+            .await,
         )
     }
 

@@ -105,54 +105,74 @@ fn engine_rows(rows: &mut Vec<Row>, quick: bool) {
     });
 }
 
+/// The reconcile of a tree of `n` leaves in groups of 100 (validation included), and the
+/// copy + id index limit beside it, each the best of ten. With `deps`, each group
+/// depends on the one before and each leaf on its sibling before it: the full check for
+/// dependencies that could never be met runs (one names a group).
+fn reconcile(n: usize, deps: bool) -> (Duration, Duration) {
+    let groups = (n / 100).max(1);
+    let mut prev = Vec::with_capacity(n + groups);
+    for g in 0..groups {
+        let mut t = new_task(&format!("g{g}"), None, g as i64);
+        if deps && g > 0 {
+            t.spec
+                .depends_on
+                .push(TaskId::new(&format!("g{}", g - 1)).unwrap());
+        }
+        prev.push(t);
+    }
+    for i in 0..n {
+        let mut t = new_task(
+            &format!("t{i}"),
+            Some(&format!("g{}", i % groups)),
+            (i / groups) as i64,
+        );
+        if deps && i >= groups {
+            t.spec
+                .depends_on
+                .push(TaskId::new(&format!("t{}", i - groups)).unwrap());
+        }
+        prev.push(t);
+    }
+    // As `plan apply` meets them: the store's tasks read back in id order (so each
+    // task's strings are allocated in that order), the file in `plan export`'s
+    // depth-first order.
+    prev.sort_by(|a, b| a.id().cmp(b.id()));
+    let prev: Vec<_> = prev.to_vec();
+    let next: Vec<PlanNode> = tree::depth_first(&prev)
+        .into_iter()
+        .map(PlanNode::from_task)
+        .collect();
+    let selected = TaskId::new("t0").unwrap();
+    let limits = Limits::default();
+    // Best of ten: the first faults its memory in, and this host has noisy minutes.
+    let d = best(10, || {
+        let nx = next.clone();
+        let start = Instant::now();
+        let u = tree::apply_state_updates(&prev, nx, &selected, AgentStatus::Retry, None, &limits)
+            .unwrap();
+        let e = start.elapsed();
+        std::hint::black_box(u);
+        e
+    });
+    // The least a reconcile can do: produce a tree of the same size (a copy of the
+    // file's nodes) and index the store's tasks by id.
+    let limit = best(10, || {
+        let start = Instant::now();
+        let copy = next.clone();
+        let idx: std::collections::HashMap<&TaskId, usize> =
+            prev.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
+        let e = start.elapsed();
+        std::hint::black_box((copy, idx));
+        e
+    });
+    (d, limit)
+}
+
 fn tree_rows(rows: &mut Vec<Row>) {
     let mut results = Vec::new();
     for n in [1_000usize, 10_000, 100_000] {
-        let groups = (n / 100).max(1);
-        let mut prev = Vec::with_capacity(n + groups);
-        for g in 0..groups {
-            prev.push(new_task(&format!("g{g}"), None, g as i64));
-        }
-        for i in 0..n {
-            prev.push(new_task(
-                &format!("t{i}"),
-                Some(&format!("g{}", i % groups)),
-                (i / groups) as i64,
-            ));
-        }
-        // As `plan apply` meets them: the store's tasks read back in id order (so each
-        // task's strings are allocated in that order), the file in `plan export`'s
-        // depth-first order.
-        prev.sort_by(|a, b| a.id().cmp(b.id()));
-        let prev: Vec<_> = prev.to_vec();
-        let next: Vec<PlanNode> = tree::depth_first(&prev)
-            .into_iter()
-            .map(PlanNode::from_task)
-            .collect();
-        let selected = TaskId::new("t0").unwrap();
-        let limits = Limits::default();
-        // Best of ten: the first faults its memory in, and this host has noisy minutes.
-        let d = best(10, || {
-            let nx = next.clone();
-            let start = Instant::now();
-            let u =
-                tree::apply_state_updates(&prev, nx, &selected, AgentStatus::Retry, None, &limits)
-                    .unwrap();
-            let e = start.elapsed();
-            std::hint::black_box(u);
-            e
-        });
-        // The least a reconcile can do: produce a tree of the same size (a copy of the
-        // file's nodes) and index the store's tasks by id.
-        let limit = best(10, || {
-            let start = Instant::now();
-            let copy = next.clone();
-            let idx: std::collections::HashMap<&TaskId, usize> =
-                prev.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
-            let e = start.elapsed();
-            std::hint::black_box((copy, idx));
-            e
-        });
+        let (d, limit) = reconcile(n, false);
         results.push((n, d, limit));
     }
     for (n, d, limit) in &results {
@@ -181,6 +201,18 @@ fn tree_rows(rows: &mut Vec<Row>) {
         limit: String::new(),
         ok: Some(growth < 1.6),
     });
+    // Real plans have dependencies (get-shit-done's between leaves, phases after
+    // phases): what their checks add, beside the same tree without them.
+    for (n, d0, _) in &results[1..] {
+        let (d, _) = reconcile(*n, true);
+        rows.push(Row {
+            name: format!("   … with dependencies on groups and leaves, {n} nodes"),
+            figure: ms(d),
+            target: String::new(),
+            limit: format!("none {}", ms(*d0)),
+            ok: None,
+        });
+    }
 }
 
 fn parse_rows(rows: &mut Vec<Row>) {

@@ -216,7 +216,21 @@ fn describe(ev: &RunEvent) -> Option<String> {
                 ));
             }
             if !i.blocked.is_empty() {
-                s.push_str(&format!("; blocked: {}", ids(&i.blocked)));
+                // Each with what holds it back: a cancelled or stuck dependency needs
+                // a person, and the line should say which.
+                let blocked: Vec<String> = i
+                    .blocked
+                    .iter()
+                    .map(|t| match i.blocked_by.iter().find(|b| &b.task == t) {
+                        Some(b) => format!(
+                            "{t} by {} ({})",
+                            b.waits_for,
+                            b.status.map_or("no such task", |s| s.as_str())
+                        ),
+                        None => t.to_string(),
+                    })
+                    .collect();
+                s.push_str(&format!("; blocked: {}", blocked.join(", ")));
             }
             for f in &i.failing {
                 s.push_str(&format!("; its steps keep failing: {}", f.error));

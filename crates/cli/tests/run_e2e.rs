@@ -911,6 +911,41 @@ fn a_repository_without_a_commit_is_refused_before_the_run_starts() {
     assert_eq!(p.task("a")["status"], "done");
 }
 
+/// A run that ends with tasks blocked names what holds each back, its own dependency or
+/// its group's, with that task's status: a cancelled dependency needs a person, and
+/// "blocked: b" alone did not say which.
+#[test]
+fn a_blocked_run_says_what_each_task_waits_for() {
+    let p = Project::new("process");
+    p.ok(&["task", "create", "a", "--work", "true"]);
+    p.ok(&["task", "cancel", "a", "--reason", "not wanted"]);
+    p.ok(&["task", "create", "b", "--work", "true", "--depends-on", "a"]);
+    p.ok(&["task", "create", "g", "--depends-on", "a"]);
+    p.ok(&["task", "create", "d", "--parent", "g", "--work", "true"]);
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(7), "{out}");
+    assert!(
+        out.contains("; blocked: b by a (cancelled), d by a (cancelled)"),
+        "{out}"
+    );
+    let o = p.run_within(&["--json", "run", "--until-idle"], Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(7));
+    let idle = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["blocked"].is_array())
+        .unwrap_or_else(|| panic!("no idle event: {}", String::from_utf8_lossy(&o.stdout)));
+    assert_eq!(
+        idle["blocked_by"],
+        serde_json::json!([
+            {"task": "b", "waits_for": "a", "status": "cancelled"},
+            {"task": "d", "waits_for": "a", "status": "cancelled"}
+        ]),
+        "{idle}"
+    );
+}
+
 /// A repository on a detached HEAD (a CI checkout of a pull request) runs without git,
 /// in the project directory, as before; the run and `doctor` now say so and why, where
 /// the run said "no git repository" and doctor promised a worktree per task.

@@ -376,6 +376,27 @@ impl Board {
         false
     }
 
+    /// What holds a task back: the first dependency, its own or then its ancestors',
+    /// that is not done, with the status every view shows (`None`: no such task).
+    /// `None` when all are done, as [`Board::deps_done`] says.
+    pub(super) fn unmet(&self, id: &TaskId) -> Option<(TaskId, Option<Status>)> {
+        let mut p = self.position(id)?;
+        for _ in 0..=self.nodes.len() {
+            let n = &self.nodes[p];
+            for d in &n.head.depends_on {
+                match self.position(d).map(|q| self.nodes[q].shown.0) {
+                    Some(Status::Done) => {}
+                    status => return Some((d.clone(), status)),
+                }
+            }
+            if n.parent == NONE {
+                return None;
+            }
+            p = n.parent as usize;
+        }
+        None
+    }
+
     /// The task's place in tree order (for sorting what is shown; an unknown task last).
     pub(super) fn rank_of(&self, id: &TaskId) -> u32 {
         self.position(id).map_or(NONE, |p| self.rank[p])

@@ -179,11 +179,27 @@ pub struct Idle {
     pub stuck_or_dead: Vec<TaskId>,
     /// Pending leaves that cannot start (a dependency is not done and nothing runs).
     pub blocked: Vec<TaskId>,
+    /// What holds each of `blocked` back, in the same order.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub blocked_by: Vec<BlockedBy>,
     /// Tasks whose steps failed on Warden's side, in a row, until the run gave up
     /// waiting for them (their cause needs a person: a repository git cannot use, a
     /// full disk).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failing: Vec<StepFailure>,
+}
+
+/// What holds a blocked leaf back: the first dependency (its own, or one of its
+/// groups') that is not done.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BlockedBy {
+    /// The blocked leaf.
+    pub task: TaskId,
+    /// The dependency it waits for.
+    pub waits_for: TaskId,
+    /// That dependency's status as every view shows it (a group's derived); `None`
+    /// when no such task exists.
+    pub status: Option<Status>,
 }
 
 /// A task the run could not step, and why.
@@ -1391,6 +1407,7 @@ fn idle_summary(board: &Board, failing: Vec<StepFailure>) -> Idle {
         needs_person: Vec::new(),
         stuck_or_dead: Vec::new(),
         blocked: Vec::new(),
+        blocked_by: Vec::new(),
         failing,
     };
     for (id, status) in board.leaves() {
@@ -1400,7 +1417,16 @@ fn idle_summary(board: &Board, failing: Vec<StepFailure>) -> Idle {
             Status::Done => idle.done += 1,
             _ if failed => {}
             Status::Reviewing | Status::Clarification => idle.needs_person.push(id.clone()),
-            Status::Pending => idle.blocked.push(id.clone()),
+            Status::Pending => {
+                idle.blocked.push(id.clone());
+                if let Some((waits_for, status)) = board.unmet(id) {
+                    idle.blocked_by.push(BlockedBy {
+                        task: id.clone(),
+                        waits_for,
+                        status,
+                    });
+                }
+            }
             Status::Stuck | Status::Working | Status::AgentReview => {
                 idle.stuck_or_dead.push(id.clone())
             }

@@ -111,14 +111,17 @@ impl App {
                 .get(t.id())
                 .copied()
                 .unwrap_or((t.status(), t.passes()));
-            let deps_done = groups.held_by(t).all(|d| shown(d) == Some(Status::Done));
+            let unmet = groups
+                .held_by(t)
+                .find(|d| shown(d) != Some(Status::Done))
+                .map(|d| (d.clone(), shown(d)));
             out.push(TaskView::with(
                 t,
                 Around {
                     children,
                     status,
                     passes,
-                    deps_done,
+                    unmet,
                 },
             ));
         }

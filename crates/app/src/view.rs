@@ -57,6 +57,10 @@ pub struct TaskView {
     pub review_round: u32,
     /// The derived gate status (seed 002).
     pub gate: Option<GateStatus>,
+    /// What holds a `BLOCKED` leaf back: the first dependency not done, its own and then
+    /// its groups'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<BlockedBy>,
     /// Every phase's status, in pipeline order.
     pub phases: Phases,
     /// Where the pipeline resumes after a retry.
@@ -95,6 +99,15 @@ pub struct TaskView {
     pub updated_at: Timestamp,
 }
 
+/// The dependency that holds a blocked task back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockedBy {
+    /// The dependency (the task's own, or one of its groups').
+    pub task: TaskId,
+    /// Its status as views show it (a group's derived); null when no such task exists.
+    pub status: Option<Status>,
+}
+
 /// What a view of a task needs from the tasks around it: its children, its status and
 /// `passes` as every view shows them (a group's derived), and whether its dependencies
 /// are done.
@@ -106,8 +119,9 @@ pub struct Around {
     pub status: Status,
     /// The `passes` views show.
     pub passes: bool,
-    /// Every dependency is done (a group when its children are).
-    pub deps_done: bool,
+    /// The first dependency not done (the task's own, then its ancestors'; a group is
+    /// done when its children are) and its status; `None` when every one is done.
+    pub unmet: Option<(TaskId, Option<Status>)>,
 }
 
 impl TaskView {
@@ -123,7 +137,7 @@ impl TaskView {
                     .collect(),
                 status: idx.status(t),
                 passes: idx.passes(t),
-                deps_done: idx.deps_done(t),
+                unmet: idx.unmet(t).map(|(d, s)| (d.clone(), s)),
             },
         )
     }
@@ -131,6 +145,15 @@ impl TaskView {
     /// The view of `t`, given what surrounds it.
     pub fn with(t: &Task, around: Around) -> TaskView {
         let leaf = around.children.is_empty();
+        let gate = if leaf {
+            progress::gate_status(t, around.unmet.is_none())
+        } else {
+            group_gate(around.status)
+        };
+        let blocked_by = match (gate, around.unmet) {
+            (Some(GateStatus::Blocked), Some((task, status))) => Some(BlockedBy { task, status }),
+            _ => None,
+        };
         TaskView {
             id: t.id().clone(),
             title: t.spec.title.clone(),
@@ -146,11 +169,8 @@ impl TaskView {
             max_attempts: t.spec.max_attempts,
             crash_count: t.crash_count(),
             review_round: t.review_round(),
-            gate: if leaf {
-                progress::gate_status(t, around.deps_done)
-            } else {
-                group_gate(around.status)
-            },
+            gate,
+            blocked_by,
             phases: *t.phases(),
             resume_from_phase: t.resume_from_phase(),
             auto_heal: t.auto_heal().to_vec(),

@@ -489,7 +489,15 @@ fn show(g: &Global, app: &App, id: &TaskId) -> Result<()> {
         if t.dead { "  ✗ session dead" } else { "" }
     ));
     if let Some(gate) = t.gate {
-        s.push_str(&format!("  gate       {}\n", gate.as_str()));
+        let by = match &t.blocked_by {
+            Some(b) => format!(
+                " by {} ({})",
+                b.task,
+                b.status.map_or("no such task", |s| s.as_str())
+            ),
+            None => String::new(),
+        };
+        s.push_str(&format!("  gate       {}{by}\n", gate.as_str()));
     }
     s.push_str(&format!("  workflow   {}\n", t.workflow));
     s.push_str(&format!(

@@ -922,6 +922,38 @@ fn a_blocked_run_says_what_each_task_waits_for() {
     p.ok(&["task", "create", "b", "--work", "true", "--depends-on", "a"]);
     p.ok(&["task", "create", "g", "--depends-on", "a"]);
     p.ok(&["task", "create", "d", "--parent", "g", "--work", "true"]);
+    // `task show` (the views read near the task) and `task list` (the tree index) say
+    // the same before any run.
+    let by_a = serde_json::json!({"task": "a", "status": "cancelled"});
+    assert_eq!(p.task("d")["gate"], "BLOCKED");
+    assert_eq!(p.task("d")["blocked_by"], by_a);
+    assert_eq!(p.task("b")["blocked_by"], by_a);
+    assert!(
+        p.task("g").get("blocked_by").is_none(),
+        "a group has no gate of its own"
+    );
+    let list = p.json(&["task", "list"]);
+    let listed: Vec<(&str, &serde_json::Value)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["id"].as_str().unwrap(), &t["blocked_by"]))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("a", &serde_json::Value::Null),
+            ("b", &by_a),
+            ("g", &serde_json::Value::Null),
+            ("d", &by_a)
+        ]
+    );
+    assert!(
+        p.ok(&["task", "show", "d"])
+            .contains("gate       BLOCKED by a (cancelled)"),
+        "{}",
+        p.ok(&["task", "show", "d"])
+    );
     let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(7), "{out}");

@@ -290,25 +290,28 @@ impl<'a> TreeIndex<'a> {
     /// its ancestors'? A group's `depends_on` holds back every leaf below it (as the
     /// supervisor schedules and `plan next` reads). An unknown dependency is not done.
     pub fn deps_done(&self, t: &Task) -> bool {
-        let own_done = |t: &Task| {
-            t.spec.depends_on.iter().all(|d| {
-                self.by_id
-                    .get(d)
-                    .is_some_and(|&i| self.derived[i].0 == Status::Done)
-            })
-        };
+        self.unmet(t).is_none()
+    }
+
+    /// What holds `t` back: the first dependency, its own and then its ancestors', that
+    /// is not done, with the status views show (a group's derived; `None` for a task
+    /// that does not exist). `None` when every one is done.
+    pub fn unmet<'t>(&'t self, t: &'t Task) -> Option<(&'t TaskId, Option<Status>)> {
         let mut at = t;
         // At most one step per task: a stored tree has no parent cycle.
         for _ in 0..=self.tasks.len() {
-            if !own_done(at) {
-                return false;
+            for d in &at.spec.depends_on {
+                match self.by_id.get(d).map(|&i| self.derived[i].0) {
+                    Some(Status::Done) => {}
+                    status => return Some((d, status)),
+                }
             }
             match at.spec.parent.as_ref().and_then(|p| self.get(p)) {
                 Some(parent) if parent.id() != at.id() => at = parent,
-                _ => return true,
+                _ => return None,
             }
         }
-        false
+        None
     }
 
     /// Does the task have no children?

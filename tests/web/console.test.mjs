@@ -222,6 +222,9 @@ test('the page loads with every task and no console errors', async () => {
   await page.screenshot({ path: path.join(SHOTS, 'stuck-task.png') });
   await selectTask(page, 'signup');
   await page.screenshot({ path: path.join(SHOTS, 'review.png') });
+  await selectTask(page, 'api-orders');
+  const blocked = await page.textContent('#d-blocked');
+  assert(blocked === 'blocked by api-users (stuck)', `why api-orders waits: ${blocked}`);
   assert(errors.length === 0, `console errors: ${errors.join(' | ')}`);
   await page.close();
 });

@@ -27,6 +27,9 @@ pub struct Row {
     pub gate: Option<GateStatus>,
     /// The status every view shows: a leaf's own, a group's derived from its children.
     pub status: Status,
+    /// What holds a `BLOCKED` leaf back: the first dependency not done (its own, then
+    /// its groups') and the status views show (`None`: no such task).
+    pub blocked_by: Option<(TaskId, Option<Status>)>,
 }
 
 /// A `## Name` section found in TASK.md.
@@ -581,11 +584,16 @@ fn build_rows(tasks: &[Task]) -> (Vec<Row>, Progress) {
         if idx.is_leaf(t.id()) {
             leaves.push(t);
         }
+        let unmet = idx.unmet(t);
+        let gate = gate_status(t, unmet.is_none());
         rows.push(Row {
             task: at,
             depth: d,
-            gate: gate_status(t, idx.deps_done(t)),
+            gate,
             status: idx.status(t),
+            blocked_by: unmet
+                .filter(|_| gate == Some(GateStatus::Blocked))
+                .map(|(d, s)| (d.clone(), s)),
         });
     }
     let progress = Progress::of(leaves.iter().copied());

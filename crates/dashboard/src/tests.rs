@@ -409,10 +409,14 @@ fn rows_follow_the_tree() {
         .iter()
         .map(|r| {
             format!(
-                "{}{} {}",
+                "{}{} {}{}",
                 "  ".repeat(r.depth),
                 app.tasks()[r.task].id(),
-                r.gate.map_or("-", |g| g.as_str())
+                r.gate.map_or("-", |g| g.as_str()),
+                r.blocked_by.as_ref().map_or(String::new(), |(d, s)| format!(
+                    " by {d} {}",
+                    s.map_or("-", |s| s.as_str())
+                ))
             )
         })
         .collect();
@@ -422,7 +426,7 @@ fn rows_follow_the_tree() {
             "backend -",
             "  api APPROVED",
             "  db EXECUTING",
-            "  auth BLOCKED",
+            "  auth BLOCKED by db working",
             "docs SKIPPED",
             "frontend -",
             "  ui REVIEWING",
@@ -437,6 +441,20 @@ fn rows_follow_the_tree() {
         "docs is cancelled: not counted"
     );
     assert_eq!(app.dead(), 1);
+}
+
+/// The detail pane of a blocked task says what it waits for.
+#[test]
+fn a_blocked_task_says_what_it_waits_for() {
+    let b = mixed();
+    let mut app = app_of(&b);
+    let down = key(KeyCode::Down);
+    for _ in 0..3 {
+        app.on_key(down);
+    }
+    assert_eq!(app.selected_id().map(|i| i.as_str()), Some("auth"));
+    let screen = draw(&app, 100, 30);
+    assert!(screen.contains("gate BLOCKED by db (working)"), "{screen}");
 }
 
 /// Keys, one case a line: the keys pressed from a fresh mixed app, then the selected

@@ -364,9 +364,17 @@ fn summary_lines<'a>(app: &App, t: &'a Task, detail: Option<&'a Detail>) -> Vec<
         .selected_row()
         .and_then(|r| r.gate)
         .map_or("-", |g| g.as_str());
+    // A blocked task says what it waits for (its own dependency or a group's).
+    let by = app
+        .selected_row()
+        .and_then(|r| r.blocked_by.as_ref())
+        .map_or(String::new(), |(d, s)| {
+            format!(" by {d} ({})", s.map_or("no such task", |s| s.as_str()))
+        });
     lines.push(Line::from(vec![
         label("gate "),
         Span::raw(gate),
+        Span::raw(by),
         label("  tries "),
         Span::raw(format!("{}/{}", t.attempts(), t.spec.max_attempts)),
         label("  crashes "),

@@ -413,10 +413,12 @@ fn rows_follow_the_tree() {
                 "  ".repeat(r.depth),
                 app.tasks()[r.task].id(),
                 r.gate.map_or("-", |g| g.as_str()),
-                r.blocked_by.as_ref().map_or(String::new(), |(d, s)| format!(
-                    " by {d} {}",
-                    s.map_or("-", |s| s.as_str())
-                ))
+                r.blocked_by
+                    .as_ref()
+                    .map_or(String::new(), |(d, s)| format!(
+                        " by {d} {}",
+                        s.map_or("-", |s| s.as_str())
+                    ))
             )
         })
         .collect();

@@ -170,10 +170,32 @@ pub fn run(g: &Global, cmd: PlanCmd) -> Result<()> {
             } else {
                 match &next.next {
                     Some(id) => out::line(&format!("next: {id}")),
-                    None => out::line(&format!(
-                        "no open leaf is ready; the plan is {}",
-                        next.state.as_str()
-                    )),
+                    None => {
+                        // A stuck plan names what needs a person first.
+                        let mut on: Vec<String> = next
+                            .stuck_on
+                            .iter()
+                            .map(|s| {
+                                format!(
+                                    "{} ({})",
+                                    s.task,
+                                    s.status.map_or("no such task", |s| s.as_str())
+                                )
+                            })
+                            .collect();
+                        if next.stuck_on_more > 0 {
+                            on.push(format!("and {} more", next.stuck_on_more));
+                        }
+                        let on = if on.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" on {}", on.join(", "))
+                        };
+                        out::line(&format!(
+                            "no open leaf is ready; the plan is {}{on}",
+                            next.state.as_str()
+                        ))
+                    }
                 }
             }
             Ok(())

@@ -705,7 +705,11 @@ fn next_names_the_leftmost_ready_leaf() {
     assert_eq!(ws.status("b"), "stuck");
     assert_eq!(
         ws.json(&["plan", "next"]),
-        json!({"next": null, "state": "stuck"})
+        json!({"next": null, "state": "stuck", "stuck_on": [{"task": "b", "status": "stuck"}]})
+    );
+    assert_eq!(
+        text(&ws.ok(&["plan", "next"]).stdout).trim_end(),
+        "no open leaf is ready; the plan is stuck on b (stuck)"
     );
     ws.ok(&["task", "retry", "b"]);
     let f = write_tree(&ws, "t.json", |_| {});

@@ -47,7 +47,7 @@ pub use apply::{
     AgentStatus, ApplyError, ApplySummary, GuardOutcome, ReconciledNode, TamperNote, TreeUpdate,
     apply_state_updates,
 };
-pub use next::{Next, NextState, plan_next};
+pub use next::{MAX_STUCK_ON, Next, NextState, StuckOn, plan_next};
 pub use plan::{PlanFile, PlanNode};
 #[cfg(test)]
 pub(crate) use stored::read_stored;

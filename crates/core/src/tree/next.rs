@@ -30,13 +30,38 @@ impl NextState {
     }
 }
 
-/// The answer of `plan next`: `{"next": "ID"|null, "state": "open"|"complete"|"stuck"}`.
+/// The answer of `plan next`: `{"next": "ID"|null, "state": "open"|"complete"|"stuck"}`,
+/// and for a stuck plan what it is stuck on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Next {
     /// The leaf to work on, if any.
     pub next: Option<TaskId>,
     /// The plan's state.
     pub state: NextState,
+    /// When `stuck`: the tasks that need a person before anything can move, in tree
+    /// order, at most [`MAX_STUCK_ON`] (see [`plan_next`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stuck_on: Vec<StuckOn>,
+    /// How many more there are beyond those listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stuck_on_more: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The most tasks a stuck `plan next` lists (an orchestrator's answer stays small).
+pub const MAX_STUCK_ON: usize = 20;
+
+/// A task a stuck plan waits on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StuckOn {
+    /// The task: a stuck leaf, or a dependency that can never be done.
+    pub task: TaskId,
+    /// Its status as views show it (`cancelled` also under a cancelled group); `None`
+    /// when no such task exists.
+    pub status: Option<Status>,
 }
 
 /// Picks the next leaf and classifies the plan.
@@ -59,6 +84,12 @@ pub struct Next {
 /// passed its guard and is in review). It is `complete` when no open leaf remains. It is
 /// `stuck` otherwise: every open leaf is stuck or depends, directly, through a group, or
 /// transitively, on a stuck, cancelled or missing task or on a dependency cycle.
+///
+/// A stuck plan lists what it is stuck on (`stuck_on`): its stuck open leaves, and the
+/// dependencies named by an open leaf or its groups that can never be done (a task that
+/// is missing, cancelled or under a cancelled group, or a group whose leaves are all
+/// cancelled). Every other reason leads to one of those, except a dependency cycle
+/// (which validation refuses, so only a store written before that rule holds one).
 pub fn plan_next(tasks: &[Task]) -> Next {
     let idx = TreeIndex::new(tasks);
     let forest = idx.forest();
@@ -101,6 +132,8 @@ pub fn plan_next(tasks: &[Task]) -> Next {
         return Next {
             next: Some(tasks[i].id().clone()),
             state: NextState::Open,
+            stuck_on: Vec::new(),
+            stuck_on_more: 0,
         };
     }
     let open: Vec<usize> = pre.iter().copied().filter(|&i| is_open(i)).collect();
@@ -108,15 +141,61 @@ pub fn plan_next(tasks: &[Task]) -> Next {
         return Next {
             next: None,
             state: NextState::Complete,
+            stuck_on: Vec::new(),
+            stuck_on_more: 0,
         };
     }
     let finish = CanFinish::compute(tasks, &idx, &parent_of, &cancelled, is_stuck);
-    let state = if open.iter().any(|&i| finish.task(i)) {
-        NextState::Open
-    } else {
-        NextState::Stuck
+    if open.iter().any(|&i| finish.task(i)) {
+        return Next {
+            next: None,
+            state: NextState::Open,
+            stuck_on: Vec::new(),
+            stuck_on_more: 0,
+        };
+    }
+    // What it is stuck on, in tree order: each open leaf's own cause (stuck itself), or
+    // the dependencies on its way up that can never be done.
+    let mut seen = std::collections::HashSet::new();
+    let mut on: Vec<StuckOn> = Vec::new();
+    let mut note = |task: &TaskId, status: Option<Status>| {
+        if seen.insert(task.clone()) {
+            on.push(StuckOn {
+                task: task.clone(),
+                status,
+            });
+        }
     };
-    Next { next: None, state }
+    for &i in &open {
+        if is_stuck(i) {
+            note(tasks[i].id(), Some(tasks[i].status()));
+            continue;
+        }
+        let mut at = Some(i);
+        let mut steps = n;
+        while let Some(a) = at.filter(|_| steps > 0) {
+            steps -= 1;
+            for d in &tasks[a].spec.depends_on {
+                match idx.position(d) {
+                    None => note(d, None),
+                    Some(j) if cancelled[j] => note(d, Some(Status::Cancelled)),
+                    Some(j) if !forest.is_leaf(j) && idx.derived[j].0 == Status::Cancelled => {
+                        note(d, Some(Status::Cancelled))
+                    }
+                    Some(_) => {}
+                }
+            }
+            at = parent_of[a];
+        }
+    }
+    let more = on.len().saturating_sub(MAX_STUCK_ON);
+    on.truncate(MAX_STUCK_ON);
+    Next {
+        next: None,
+        state: NextState::Stuck,
+        stuck_on: on,
+        stuck_on_more: more,
+    }
 }
 
 /// "Can this still finish without a person?" for every task, over a graph of 2n

@@ -432,7 +432,7 @@ impl WardenServer {
 
     #[tool(
         name = "plan_next",
-        description = "Name the next leaf task to work on (the leftmost open leaf whose dependencies are done) and whether the plan as a whole is open, complete or stuck. Use it to decide what to start next.",
+        description = "Name the next leaf task to work on (the leftmost open leaf whose dependencies are done) and whether the plan as a whole is open, complete or stuck; a stuck plan lists in `stuck_on` the tasks a person must act on first (stuck leaves, dependencies that can never be done). Use it to decide what to start next.",
         annotations(read_only_hint = true)
     )]
     async fn o_plan_next(&self, Parameters(_): Parameters<NoParams>) -> CallToolResult {

@@ -175,13 +175,7 @@ pub fn run(g: &Global, cmd: PlanCmd) -> Result<()> {
                         let mut on: Vec<String> = next
                             .stuck_on
                             .iter()
-                            .map(|s| {
-                                format!(
-                                    "{} ({})",
-                                    s.task,
-                                    s.status.map_or("no such task", |s| s.as_str())
-                                )
-                            })
+                            .map(|s| out::waited_on(&s.task, s.status))
                             .collect();
                         if next.stuck_on_more > 0 {
                             on.push(format!("and {} more", next.stuck_on_more));

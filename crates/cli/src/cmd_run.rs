@@ -222,11 +222,7 @@ fn describe(ev: &RunEvent) -> Option<String> {
                     .blocked
                     .iter()
                     .map(|t| match i.blocked_by.iter().find(|b| &b.task == t) {
-                        Some(b) => format!(
-                            "{t} by {} ({})",
-                            b.waits_for,
-                            b.status.map_or("no such task", |s| s.as_str())
-                        ),
+                        Some(b) => format!("{t} by {}", out::waited_on(&b.waits_for, b.status)),
                         None => t.to_string(),
                     })
                     .collect();

@@ -490,11 +490,7 @@ fn show(g: &Global, app: &App, id: &TaskId) -> Result<()> {
     ));
     if let Some(gate) = t.gate {
         let by = match &t.blocked_by {
-            Some(b) => format!(
-                " by {} ({})",
-                b.task,
-                b.status.map_or("no such task", |s| s.as_str())
-            ),
+            Some(b) => format!(" by {}", out::waited_on(&b.task, b.status)),
             None => String::new(),
         };
         s.push_str(&format!("  gate       {}{by}\n", gate.as_str()));

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 
 use serde::Serialize;
 use warden_core::failure::Failure;
-use warden_core::model::Status;
+use warden_core::model::{Status, TaskId};
 
 /// Writes text to stdout; a closed pipe (`warden … | head`) ends the process quietly
 /// with success, as ripgrep does.
@@ -47,6 +47,12 @@ pub fn failure(f: &Failure, json: bool) -> u8 {
 /// Is colour wanted on stdout?
 pub fn color() -> bool {
     std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
+}
+
+/// A task a blocked or stuck one waits on, with the status views show of it:
+/// `a (cancelled)`, or `a (no such task)`.
+pub fn waited_on(id: &TaskId, status: Option<Status>) -> String {
+    format!("{id} ({})", status.map_or("no such task", |s| s.as_str()))
 }
 
 /// A status, coloured for a terminal.

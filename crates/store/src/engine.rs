@@ -923,6 +923,28 @@ fn keep_file(path: &std::path::Path, parts: Option<&[&[u8]]>) {
     }
 }
 
+/// What `prev` says of each stored task (`of` a task), with the batch's changes laid
+/// over it: a changed or new task as it will be, a removed one gone.
+fn overlaid<'a, V>(
+    prev: impl Iterator<Item = (&'a TaskId, V)>,
+    batch: &'a Batch,
+    of: impl Fn(&'a Task) -> V,
+) -> std::collections::HashMap<&'a TaskId, V> {
+    let mut tasks: std::collections::HashMap<&TaskId, V> = prev.collect();
+    for ch in &batch.changes {
+        match (&ch.before, &ch.after) {
+            (_, Some(t)) => {
+                tasks.insert(t.id(), of(t));
+            }
+            (Some(t), None) => {
+                tasks.remove(t.id());
+            }
+            (None, None) => {}
+        }
+    }
+    tasks
+}
+
 /// Refuses a batch whose tasks' dependencies could never all be met once laid over the
 /// stored ones ([`warden_core::tree::deadlocks`]): a task made under a group it also
 /// depends on, say, which a file's validation cannot see when the group is stored.
@@ -945,19 +967,9 @@ pub fn check_deadlock<'a>(
     if !shapes {
         return Ok(());
     }
-    let mut tasks: std::collections::HashMap<&TaskId, (Option<&TaskId>, &[TaskId])> =
-        prev.map(|(id, p, d)| (id, (p, d))).collect();
-    for ch in &batch.changes {
-        match (&ch.before, &ch.after) {
-            (_, Some(t)) => {
-                tasks.insert(t.id(), (t.spec.parent.as_ref(), &t.spec.depends_on[..]));
-            }
-            (Some(t), None) => {
-                tasks.remove(t.id());
-            }
-            (None, None) => {}
-        }
-    }
+    let tasks = overlaid(prev.map(|(id, p, d)| (id, (p, d))), batch, |t| {
+        (t.spec.parent.as_ref(), &t.spec.depends_on[..])
+    });
     let mut tasks: Vec<(&TaskId, Option<&TaskId>, &[TaskId])> =
         tasks.into_iter().map(|(id, (p, d))| (id, p, d)).collect();
     tasks.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -989,18 +1001,7 @@ pub fn check_depth<'a>(
     if !moves {
         return Ok(());
     }
-    let mut parents: std::collections::HashMap<&TaskId, Option<&TaskId>> = prev.collect();
-    for ch in &batch.changes {
-        match (&ch.before, &ch.after) {
-            (_, Some(t)) => {
-                parents.insert(t.id(), t.spec.parent.as_ref());
-            }
-            (Some(t), None) => {
-                parents.remove(t.id());
-            }
-            (None, None) => {}
-        }
-    }
+    let parents = overlaid(prev, batch, |t| t.spec.parent.as_ref());
     match warden_core::tree::too_deep(&parents) {
         None => Ok(()),
         Some((id, level)) => Err(Failure::refused(format!(

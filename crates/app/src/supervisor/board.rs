@@ -354,47 +354,39 @@ impl Board {
     /// `plan next` reads it: a person who makes phase 2 depend on phase 1 means its
     /// tasks, which are what runs.
     pub(super) fn deps_done(&self, id: &TaskId) -> bool {
-        let Some(mut p) = self.position(id) else {
-            return false;
-        };
-        // Parents form no cycle on the board (`rebuild`); the bound only makes sure.
-        for _ in 0..=self.nodes.len() {
-            let n = &self.nodes[p];
-            if n.missing_deps
-                || !n
-                    .deps
-                    .iter()
-                    .all(|&d| self.nodes[d as usize].shown.0 == Status::Done)
-            {
-                return false;
-            }
-            if n.parent == NONE {
-                return true;
-            }
-            p = n.parent as usize;
-        }
-        false
+        self.position(id).is_some_and(|p| {
+            self.up_from(p).all(|n| {
+                !n.missing_deps
+                    && n.deps
+                        .iter()
+                        .all(|&d| self.nodes[d as usize].shown.0 == Status::Done)
+            })
+        })
     }
 
     /// What holds a task back: the first dependency, its own or then its ancestors',
     /// that is not done, with the status every view shows (`None`: no such task).
     /// `None` when all are done, as [`Board::deps_done`] says.
     pub(super) fn unmet(&self, id: &TaskId) -> Option<(TaskId, Option<Status>)> {
-        let mut p = self.position(id)?;
-        for _ in 0..=self.nodes.len() {
-            let n = &self.nodes[p];
-            for d in &n.head.depends_on {
-                match self.position(d).map(|q| self.nodes[q].shown.0) {
-                    Some(Status::Done) => {}
-                    status => return Some((d.clone(), status)),
-                }
-            }
-            if n.parent == NONE {
-                return None;
-            }
-            p = n.parent as usize;
-        }
-        None
+        self.up_from(self.position(id)?)
+            .flat_map(|n| &n.head.depends_on)
+            .find_map(|d| match self.position(d).map(|q| self.nodes[q].shown.0) {
+                Some(Status::Done) => None,
+                status => Some((d.clone(), status)),
+            })
+    }
+
+    /// The node at `p` and its ancestors', nearest first. Parents form no cycle on the
+    /// board (`rebuild`); the bound only makes sure.
+    fn up_from(&self, p: usize) -> impl Iterator<Item = &Node> + '_ {
+        let mut at = Some(p);
+        let mut steps = self.nodes.len() + 1;
+        std::iter::from_fn(move || {
+            steps = steps.checked_sub(1)?;
+            let n = &self.nodes[at?];
+            at = (n.parent != NONE).then_some(n.parent as usize);
+            Some(n)
+        })
     }
 
     /// The task's place in tree order (for sorting what is shown; an unknown task last).

@@ -96,6 +96,9 @@ pub trait Store {
     fn active(&self) -> Result<Vec<Task>, StoreError>;
     /// The heads of the tasks with these ids that exist, sorted by id.
     fn heads(&self, ids: &[TaskId]) -> Result<Vec<TaskHead>, StoreError>;
+    /// The heads of the tasks whose `depends_on` names one of `ids`, sorted by id, from
+    /// the store's index of dependencies the other way round (no scan).
+    fn dependents(&self, ids: &[TaskId]) -> Result<Vec<TaskHead>, StoreError>;
     /// The head of every task, sorted by id, read from an index (no task is decoded).
     fn all_heads(&self) -> Result<Vec<TaskHead>, StoreError>;
     /// The heads of a task's children, in `(order, id)` order.

@@ -145,6 +145,36 @@ const MIGRATIONS: &[Migration] = &[
             OR OLD.status <> NEW.status OR OLD.passes <> NEW.passes)
         EXECUTE FUNCTION warden_tally();",
     ),
+    // 7: the dependencies the other way round (as SQLite's 9), kept by a trigger: which
+    // tasks name a task in their `depends_on`.
+    Migration::Sql(
+        "CREATE TABLE dependents (
+        dep text COLLATE \"C\" NOT NULL,
+        task text COLLATE \"C\" NOT NULL,
+        PRIMARY KEY (dep, task)
+    );
+    INSERT INTO dependents (dep, task)
+        SELECT DISTINCT d, id FROM tasks, unnest(string_to_array(deps, ' ')) AS d
+        WHERE d <> '';
+    CREATE FUNCTION warden_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'UPDATE' AND OLD.deps = NEW.deps THEN
+            RETURN NULL;
+        END IF;
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            DELETE FROM dependents WHERE task = OLD.id;
+        END IF;
+        IF TG_OP IN ('UPDATE', 'INSERT') THEN
+            INSERT INTO dependents (dep, task)
+                SELECT DISTINCT d, NEW.id FROM unnest(string_to_array(NEW.deps, ' ')) AS d
+                WHERE d <> ''
+                ON CONFLICT DO NOTHING;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER dependents_rows AFTER INSERT OR DELETE OR UPDATE OF deps ON tasks
+        FOR EACH ROW EXECUTE FUNCTION warden_dependents();",
+    ),
 ];
 
 /// Where [`Migration::Heads`] sits: a refold after it writes the head columns too.
@@ -827,6 +857,16 @@ impl Store for PgStore {
         self.query_heads(
             "SELECT id, parent, ord, status, passes, attempts, max_attempts, title, deps, active
              FROM tasks WHERE id = ANY($1) ORDER BY id",
+            &[&ids],
+        )
+    }
+
+    fn dependents(&self, ids: &[TaskId]) -> Result<Vec<TaskHead>, StoreError> {
+        let ids: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
+        self.query_heads(
+            "SELECT id, parent, ord, status, passes, attempts, max_attempts, title, deps, active
+             FROM tasks WHERE id IN (SELECT task FROM dependents WHERE dep = ANY($1))
+             ORDER BY id",
             &[&ids],
         )
     }
@@ -1569,6 +1609,9 @@ mod tests {
             for (id, parent) in [("g", None), ("a", Some("g")), ("b", Some("g"))] {
                 let mut spec = TaskSpec::new(TaskId::new(id).unwrap(), WorkflowKind::Review, 3);
                 spec.parent = parent.map(|p| TaskId::new(p).unwrap());
+                if id == "b" {
+                    spec.depends_on = vec![TaskId::new("a").unwrap()];
+                }
                 let t = ops::create(spec, Initial::NEW, &ctx)
                     .unwrap()
                     .after
@@ -1594,6 +1637,14 @@ mod tests {
         );
         assert_eq!(s.tally().unwrap(), s.recount().unwrap());
         assert_eq!(s.children(&TaskId::new("g").unwrap()).unwrap().len(), 2);
+        // …and the index of dependents, filled from the stored dependencies.
+        let of_a: Vec<TaskId> = s
+            .dependents(&[TaskId::new("a").unwrap()])
+            .unwrap()
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(of_a, [TaskId::new("b").unwrap()]);
     }
 
     #[test]

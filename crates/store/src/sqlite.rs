@@ -208,7 +208,25 @@ const MIGRATIONS: &[Migration] = &[
     DROP TRIGGER tally_delete;
     DROP TRIGGER tally_update;",
     ),
+    // 9: the dependencies the other way round, kept by `commit`: which tasks name a
+    // task in their `depends_on`. `warden status` finds the tasks a cancelled one holds
+    // back for ever from it, without reading every task.
+    Migration::Sql(
+        "CREATE TABLE dependents (
+        dep TEXT NOT NULL,
+        task TEXT NOT NULL,
+        PRIMARY KEY (dep, task)
+    ) STRICT, WITHOUT ROWID;
+    INSERT OR IGNORE INTO dependents (dep, task)
+        SELECT j.value, t.id FROM tasks t, json_each(t.body, '$.spec.depends_on') j;",
+    ),
 ];
+
+/// Fills `dependents` again from every task's dependencies (after a migration that
+/// rewrites the rows).
+const REFILL_DEPENDENTS: &str = "DELETE FROM dependents;
+    INSERT OR IGNORE INTO dependents (dep, task)
+        SELECT j.value, t.id FROM tasks t, json_each(t.body, '$.spec.depends_on') j;";
 
 /// A row of the tally: (parent or `''`, status, passes).
 type TallyKey = (String, String, i64);
@@ -226,6 +244,9 @@ const HEAD_COLS: [&str; 9] = [
     "deps",
     "active",
 ];
+
+/// Where `deps` is in [`HEAD_COLS`].
+const DEPS_COL: usize = 7;
 
 /// A stored row's version, then its [`HEAD_COLS`].
 const STORED_ROW: &str = "SELECT version, status, parent, ord, passes, attempts, max_attempts,
@@ -497,18 +518,22 @@ impl SqliteStore {
                     }
                 }
             }
-            // A migration that rewrites rows after the tally exists counts it again.
-            let tally_exists = || {
+            // A migration that rewrites rows after the tally (or the dependents) exists
+            // counts it again.
+            let exists = |table: &str| {
                 tx.query_row(
-                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tally'",
-                    [],
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                    [table],
                     |r| r.get::<_, i64>(0),
                 )
                 .map(|n| n > 0)
             };
-            if matches!(m, Migration::Refold | Migration::Heads)
-                && tally_exists().map_err(|e| self.err(e))?
-            {
+            let rewrites = matches!(m, Migration::Refold | Migration::Heads);
+            if rewrites && exists("dependents").map_err(|e| self.err(e))? {
+                tx.execute_batch(REFILL_DEPENDENTS)
+                    .map_err(|e| self.err(e))?;
+            }
+            if rewrites && exists("tally").map_err(|e| self.err(e))? {
                 tx.execute_batch(
                     "DELETE FROM tally;
                      INSERT INTO tally (parent, status, passes, n)
@@ -610,6 +635,24 @@ impl SqliteStore {
                 .and_then(|mut st| st.execute(params![parent, status, passes]))
                 .map_err(|e| self.err(e))?;
             }
+        }
+        Ok(())
+    }
+
+    /// Replaces the rows of `dependents` that say what `task` depends on.
+    fn write_dependents(
+        &self,
+        tx: &Connection,
+        task: &TaskId,
+        deps: &[TaskId],
+    ) -> Result<(), StoreError> {
+        tx.prepare_cached("DELETE FROM dependents WHERE task = ?1")
+            .and_then(|mut st| st.execute([task.as_str()]))
+            .map_err(|e| self.err(e))?;
+        for d in deps {
+            tx.prepare_cached("INSERT OR IGNORE INTO dependents (dep, task) VALUES (?1, ?2)")
+                .and_then(|mut st| st.execute([d.as_str(), task.as_str()]))
+                .map_err(|e| self.err(e))?;
         }
         Ok(())
     }
@@ -999,6 +1042,18 @@ impl Store for SqliteStore {
         )
     }
 
+    fn dependents(&self, ids: &[TaskId]) -> Result<Vec<TaskHead>, StoreError> {
+        self.read_heads(
+            &format!(
+                "SELECT {HEAD_COLUMNS} FROM tasks INDEXED BY tasks_heads
+                 WHERE id IN (SELECT task FROM dependents
+                              WHERE dep IN (SELECT value FROM json_each(?1)))
+                 ORDER BY id"
+            ),
+            &[&id_array(ids)],
+        )
+    }
+
     fn all_heads(&self) -> Result<Vec<TaskHead>, StoreError> {
         self.read_heads(
             &format!("SELECT {HEAD_COLUMNS} FROM tasks INDEXED BY tasks_heads ORDER BY id"),
@@ -1278,6 +1333,20 @@ impl Store for SqliteStore {
             failpoint::hit("after-events");
             if let Some((_, old)) = &stored {
                 *tally.entry(tally_key(old)).or_insert(0) -= 1;
+            }
+            // The dependents index, when the dependencies change (index 7 of HEAD_COLS).
+            let old_deps = stored.as_ref().map(|(_, old)| &old[DEPS_COL]);
+            let new_deps = ch.after.as_ref().map(|t| &t.spec.depends_on);
+            let same = match (old_deps, new_deps) {
+                (Some(Value::Text(o)), Some(n)) => o
+                    .split(' ')
+                    .filter(|d| !d.is_empty())
+                    .eq(n.iter().map(|d| d.as_str())),
+                (None, Some(n)) => n.is_empty(),
+                _ => false,
+            };
+            if !same {
+                self.write_dependents(&tx, &id, new_deps.map_or(&[][..], |d| &d[..]))?;
             }
             match &ch.after {
                 Some(t) => {
@@ -1791,8 +1860,8 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// A database from before the head columns gets them, their indexes and the tally,
-    /// all computed from the stored tasks.
+    /// A database from before the head columns gets them, their indexes, the tally and
+    /// the dependents, all computed from the stored tasks.
     #[test]
     fn version_4_rows_get_their_heads_and_tally() {
         let (dir, s) = temp_db();
@@ -1826,6 +1895,14 @@ mod tests {
         assert_eq!(s.tally().unwrap(), s.recount().unwrap());
         assert_eq!(s.tally().unwrap().len(), 2, "the root and g's children");
         assert_eq!(s.children(&TaskId::new("g").unwrap()).unwrap().len(), 2);
+        // …and the index of dependents, filled from the stored dependencies.
+        let of_a: Vec<TaskId> = s
+            .dependents(&[TaskId::new("a").unwrap()])
+            .unwrap()
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(of_a, [TaskId::new("b").unwrap()]);
         drop(s);
         std::fs::remove_dir_all(dir).unwrap();
     }

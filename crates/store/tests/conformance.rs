@@ -757,7 +757,97 @@ fn stored_rows_read_unchanged_tasks_for_their_runner_fields(open: Open) {
     }
 }
 
+/// `dependents` against every task's `depends_on`, asked about each task at once and
+/// about all of them together.
+fn check_dependents(s: &dyn Store) {
+    let tasks = s.list().unwrap();
+    let mut named: Vec<TaskId> = tasks.iter().map(|t| t.id().clone()).collect();
+    named.push(tid("ghost"));
+    for d in &named {
+        let want: Vec<TaskId> = tasks
+            .iter()
+            .filter(|t| t.spec.depends_on.contains(d))
+            .map(|t| t.id().clone())
+            .collect();
+        let got: Vec<TaskId> = s
+            .dependents(std::slice::from_ref(d))
+            .unwrap()
+            .into_iter()
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(got, want, "the tasks that depend on {d}");
+    }
+    let all: Vec<TaskId> = tasks
+        .iter()
+        .filter(|t| t.spec.depends_on.iter().any(|d| named.contains(d)))
+        .map(|t| t.id().clone())
+        .collect();
+    let got: Vec<TaskId> = s
+        .dependents(&named)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.id)
+        .collect();
+    assert_eq!(got, all, "each once, sorted");
+}
+
+/// The store's index of dependents follows creations, edits of `depends_on`, status
+/// changes (which leave it alone) and removals.
+fn dependents_follow_every_write(open: Open) {
+    let s = open();
+    let with_deps = |id: &str, deps: &[&str]| {
+        let mut spec = TaskSpec::new(tid(id), WorkflowKind::Direct, 3);
+        spec.depends_on = deps.iter().map(|d| tid(d)).collect();
+        ops::create(spec, Initial::NEW, &ctx()).unwrap()
+    };
+    s.commit(batch(vec![
+        created("a"),
+        with_deps("b", &["a"]),
+        with_deps("c", &["a", "b"]),
+        // A dependency named twice is one row; one on no stored task is kept.
+        with_deps("d", &["ghost", "b"]),
+    ]))
+    .unwrap();
+    check_dependents(&*s);
+    let c = s.get(&tid("c")).unwrap().unwrap();
+    let mut spec = c.spec.clone();
+    spec.depends_on = vec![tid("b")];
+    s.commit(batch(vec![ops::edit(&c, spec, &ctx()).unwrap()]))
+        .unwrap();
+    check_dependents(&*s);
+    assert_eq!(
+        s.dependents(&[tid("a")])
+            .unwrap()
+            .iter()
+            .map(|h| h.id.as_str())
+            .collect::<Vec<_>>(),
+        ["b"]
+    );
+    s.commit(batch(vec![to_working(&*s, "b")])).unwrap();
+    check_dependents(&*s);
+    let b = s.get(&tid("b")).unwrap().unwrap();
+    let removed =
+        ops::record(&b, vec![warden_core::event::EventKind::TaskRemoved], &ctx()).unwrap();
+    s.commit(batch(vec![removed])).unwrap();
+    check_dependents(&*s);
+    assert_eq!(
+        s.dependents(&[tid("a")]).unwrap(),
+        Vec::new(),
+        "b, removed, depends on nothing"
+    );
+    assert_eq!(
+        s.dependents(&[tid("b")])
+            .unwrap()
+            .iter()
+            .map(|h| h.id.as_str())
+            .collect::<Vec<_>>(),
+        ["c", "d"],
+        "c and d still name b"
+    );
+}
+
 conformance!(
+    dependents_follow_every_write,
     stored_rows_read_unchanged_tasks_for_their_runner_fields,
     round_trip_and_conflicts,
     list_sorts_by_id_bytes,

@@ -25,7 +25,7 @@ ORCHESTRATOR_TOOLS = {
     "plan_show", "plan_import", "plan_next", "plan_apply", "task_list", "task_get",
     "task_create", "task_update_status", "task_complete", "task_retry", "task_cancel",
     "task_spawn", "memory_get", "memory_merge", "history", "state", "status",
-    "task_approve", "task_reject",
+    "task_approve", "task_reject", "task_edit",
 }
 AGENT_TOOLS = {"task_get", "task_update_status", "task_complete", "memory_get", "memory_merge", "prompt"}
 
@@ -77,7 +77,7 @@ async def orchestrator(cli):
             await s.initialize()
             tools = (await s.list_tools()).tools
             names = {t.name for t in tools}
-            check(names == ORCHESTRATOR_TOOLS, "the orchestrator lists its 19 tools", sorted(names))
+            check(names == ORCHESTRATOR_TOOLS, "the orchestrator lists its 20 tools", sorted(names))
             for t in tools:
                 check(t.input_schema.get("type") == "object" and len(t.description or "") > 40,
                       f"{t.name} has a JSON schema and a description")

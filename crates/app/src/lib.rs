@@ -9,6 +9,7 @@
 //! rules come from `warden-core`; processes (checks, git, sessions) from `warden-runner`.
 
 pub mod agent;
+pub mod edit;
 pub mod gsd_read;
 pub mod hooks;
 pub mod input;
@@ -114,17 +115,26 @@ impl App {
         self.views_of(&tasks, &groups, children)
     }
 
-    /// The tasks that wait for a person (a review, a question, stuck, a dead session), in
-    /// tree order. Only tasks that are not at rest can, so only those are read.
+    /// The tasks that wait for a person (a review, a question, stuck, a dead session, a
+    /// cancelled dependency), in tree order. Only tasks that are not at rest can, but
+    /// for the last, so only those are read, and the dependents of cancelled tasks.
     pub fn list_needs_you(&self, children: Children) -> Result<Vec<TaskView>> {
         let groups = self.groups()?;
-        let tasks: Vec<Task> = self
+        let mut tasks: Vec<Task> = self
             .eng
             .store
             .active()?
             .into_iter()
             .filter(|t| !groups.has(t.id()) && self.needs_you(t).is_some())
             .collect();
+        // And those blocked for ever by a cancelled dependency (at rest, so not above).
+        let blocked: Vec<TaskId> = self
+            .blocked_for_ever()?
+            .into_iter()
+            .map(|n| n.id)
+            .filter(|id| tasks.iter().all(|t| t.id() != id))
+            .collect();
+        tasks.extend(self.eng.store.get_many(&blocked)?);
         let tasks = self.in_tree_order(tasks)?;
         self.views_of(&tasks, &groups, children)
     }

@@ -97,6 +97,7 @@ impl App {
                 Ok(Answer {
                     applied: Applied::Now(change),
                     failure: None,
+                    cancelled_inside: Vec::new(),
                 })
             }
             Written::Replayed(_) => Err(Failure::internal(

@@ -31,6 +31,9 @@ pub enum Need {
     Stuck,
     /// Its session died without its artifact; nothing restarts it by itself.
     Dead,
+    /// It depends on a cancelled task, which can never be done: only a person's edit
+    /// of its dependencies moves it on.
+    Blocked,
 }
 
 impl Need {
@@ -41,6 +44,7 @@ impl Need {
             Need::Question => "question",
             Need::Stuck => "stuck",
             Need::Dead => "dead",
+            Need::Blocked => "blocked",
         }
     }
 }
@@ -138,7 +142,8 @@ pub struct StatusView {
     pub backend: String,
     /// Progress.
     pub progress: ProgressView,
-    /// What waits for a person, most urgent first (reviews, questions, stuck, dead).
+    /// What waits for a person, most urgent first (reviews, questions, stuck, dead,
+    /// blocked for ever).
     pub needs_you: Vec<NeedsYou>,
     /// What runs now.
     pub running: Vec<Running>,
@@ -194,6 +199,7 @@ impl App {
                 running.push(r);
             }
         }
+        needs_you.extend(self.blocked_for_ever()?);
         needs_you.sort_by_key(|n| n.need);
         let supervisors = self.supervisors()?;
         let supervisor_alive = any_alive(&supervisors);
@@ -216,6 +222,59 @@ impl App {
             supervisors,
             supervisor_alive,
         })
+    }
+
+    /// The tasks that wait for a cancelled task, which can never be done: each with the
+    /// edit that drops it. Found from the cancelled tasks (an index range) and the
+    /// store's index of dependents, so it costs nothing while nothing is cancelled. A
+    /// task that is done or cancelled itself, or a group whose every task is, waits for
+    /// nothing.
+    pub fn blocked_for_ever(&self) -> Result<Vec<NeedsYou>> {
+        let cancelled: Vec<TaskId> = self
+            .eng
+            .store
+            .with_status(Status::Cancelled)?
+            .iter()
+            .map(|t| t.id().clone())
+            .collect();
+        if cancelled.is_empty() {
+            return Ok(Vec::new());
+        }
+        let waiting = self.eng.store.dependents(&cancelled)?;
+        if waiting.is_empty() {
+            return Ok(Vec::new());
+        }
+        let groups = self.groups()?;
+        let mut out = Vec::new();
+        for h in waiting {
+            let status = groups.derived.get(&h.id).map_or(h.status, |d| d.0);
+            if matches!(status, Status::Done | Status::Cancelled) {
+                continue;
+            }
+            let on: Vec<&TaskId> = h
+                .depends_on
+                .iter()
+                .filter(|d| cancelled.binary_search(d).is_ok())
+                .collect();
+            let names: Vec<String> = on.iter().map(|d| format!("{d} (cancelled)")).collect();
+            let drops: String = on
+                .iter()
+                .map(|d| format!(" --drop-depends-on {d}"))
+                .collect();
+            out.push(NeedsYou {
+                id: h.id.clone(),
+                title: h.title.clone(),
+                status,
+                need: Need::Blocked,
+                verdict: None,
+                detail: Some(cut(&format!(
+                    "waits for {}, which can never be done",
+                    names.join(", ")
+                ))),
+                commands: vec![format!("warden task edit {}{drops}", h.id)],
+            });
+        }
+        Ok(out)
     }
 
     /// Does `t` wait for a person, and why?
@@ -267,6 +326,7 @@ impl App {
                 )
             }
             Need::Stuck | Need::Dead => (None, t.last_failure().map(|f| cut(f.trim()))),
+            Need::Blocked => (None, None),
         };
         Some(NeedsYou {
             id: id.clone(),

@@ -139,6 +139,8 @@ pub struct Answer {
     pub applied: Applied,
     /// A stored outcome that is a failure: a failed guard (its attempt is stored).
     pub failure: Option<Failure>,
+    /// A group's cancel: the tasks inside it it cancelled first.
+    pub cancelled_inside: Vec<TaskId>,
 }
 
 impl Answer {
@@ -179,6 +181,16 @@ impl Answer {
                 "\n  runs again: {}\n  kept:       {}",
                 names(&plan.rerun),
                 names(&plan.kept)
+            ));
+        }
+        if !self.cancelled_inside.is_empty() {
+            line.push_str(&format!(
+                "\n  cancelled inside it: {}",
+                self.cancelled_inside
+                    .iter()
+                    .map(TaskId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         let tampers = change
@@ -339,10 +351,12 @@ impl App {
                 .into());
             }
             let change = ops::create(spec.clone(), Initial::NEW, &self.ctx(&shown))?;
-            Ok(Batch {
+            let batch = Batch {
                 changes: vec![change],
                 ..Default::default()
-            })
+            };
+            warden_store::engine::check_not_under_cancelled(prev, &batch)?;
+            Ok(batch)
         })?;
         let task = changes
             .into_iter()
@@ -362,6 +376,53 @@ impl App {
         if let Some(r) = &req.reason {
             crate::person::check_reason(r)?;
         }
+        let children = self.eng.store.child_ids(&req.id)?;
+        if !children.is_empty() {
+            return self.transition_group(req, &children);
+        }
+        self.transition_leaf(req)
+    }
+
+    /// A status change asked of a group. Its status comes from its tasks (DESIGN 6), so
+    /// only a cancel is taken: every task inside it that is not done or cancelled is
+    /// cancelled first (each as a person's cancel of that task, stopping its session),
+    /// then the group's own row, which `plan next` and the supervisor read as cancelling
+    /// what is created under it later too.
+    fn transition_group(&self, req: &Transition, children: &[TaskId]) -> Result<Answer> {
+        let id = &req.id;
+        if req.to != Status::Cancelled {
+            let shown: Vec<&str> = children.iter().take(5).map(TaskId::as_str).collect();
+            let more = if children.len() > 5 { ", …" } else { "" };
+            return Err(Failure::refused(format!(
+                "{id} is a group: its status comes from the tasks in it ({}{more}); move those, or cancel the group to cancel all of them",
+                shown.join(", ")
+            )));
+        }
+        let below = self.eng.store.descendants(id)?;
+        let ids: Vec<TaskId> = below.iter().map(|h| h.id.clone()).collect();
+        let groups = self.eng.store.groups_among(&ids)?;
+        let mut cancelled = Vec::new();
+        for h in below
+            .iter()
+            .filter(|h| groups.binary_search(&h.id).is_err())
+            .filter(|h| !matches!(h.status, Status::Done | Status::Cancelled))
+        {
+            self.transition_leaf(&Transition {
+                id: h.id.clone(),
+                to: Status::Cancelled,
+                reason: req.reason.clone(),
+                request_id: None,
+            })?
+            .into_result()?;
+            cancelled.push(h.id.clone());
+        }
+        let mut answer = self.transition_leaf(req)?;
+        answer.cancelled_inside = cancelled;
+        Ok(answer)
+    }
+
+    /// A status change of one task, as [`App::transition`] decided it is to be taken.
+    fn transition_leaf(&self, req: &Transition) -> Result<Answer> {
         if req.to == Status::Cancelled && self.eng.actor == warden_core::event::Actor::Person {
             // A person's cancel does not wait behind the task's lock for a check that
             // may run for an hour (the guard of a `task complete`, a direct task's
@@ -593,6 +654,7 @@ impl App {
             Written::Done(change) => Answer {
                 failure: outcome_failure(&change),
                 applied: Applied::Now(change),
+                cancelled_inside: Vec::new(),
             },
             Written::Replayed(text) => {
                 let response: TaskResponse = serde_json::from_str(&text).map_err(|e| {
@@ -602,6 +664,7 @@ impl App {
                 })?;
                 Answer {
                     failure: response.error.clone(),
+                    cancelled_inside: response.cancelled_inside.clone(),
                     applied: Applied::Replayed(Box::new(response)),
                 }
             }
@@ -613,7 +676,10 @@ impl App {
     pub fn response(&self, answer: &Answer) -> Result<TaskResponse> {
         match &answer.applied {
             Applied::Replayed(r) => Ok((**r).clone()),
-            Applied::Now(change) => self.response_of(change),
+            Applied::Now(change) => Ok(TaskResponse {
+                cancelled_inside: answer.cancelled_inside.clone(),
+                ..self.response_of(change)?
+            }),
         }
     }
 
@@ -630,6 +696,7 @@ impl App {
                 _ => None,
             },
             exit: exit_view(change),
+            cancelled_inside: Vec::new(),
         })
     }
 

@@ -246,6 +246,9 @@ pub struct TaskResponse {
     /// For an exit report: how it was taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<ExitView>,
+    /// For a group's cancel: the tasks inside it it cancelled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cancelled_inside: Vec<TaskId>,
 }
 
 /// One event as `history --json` prints it (DESIGN 4: `seq, at, task, type, from, to,

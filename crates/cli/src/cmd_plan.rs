@@ -185,10 +185,26 @@ pub fn run(g: &Global, cmd: PlanCmd) -> Result<()> {
                         } else {
                             format!(" on {}", on.join(", "))
                         };
-                        out::line(&format!(
+                        let mut text = format!(
                             "no open leaf is ready; the plan is {}{on}",
                             next.state.as_str()
-                        ))
+                        );
+                        // What a person can do about each.
+                        for s in &next.stuck_on {
+                            let way = match (&s.needed_by, s.status) {
+                                (_, Some(warden_core::model::Status::Stuck)) => {
+                                    format!("`warden task retry {}`", s.task)
+                                }
+                                (Some(by), _) => format!(
+                                    "{} can never be done: {}",
+                                    s.task,
+                                    out::drop_dependency(by, &s.task)
+                                ),
+                                (None, _) => continue,
+                            };
+                            text.push_str(&format!("\n  → {way}"));
+                        }
+                        out::line(&text)
                     }
                 }
             }

@@ -227,6 +227,17 @@ fn describe(ev: &RunEvent) -> Option<String> {
                     })
                     .collect();
                 s.push_str(&format!("; blocked: {}", blocked.join(", ")));
+                // A dependency that can never be done is dropped by a person's edit.
+                let mut ways: Vec<String> = Vec::new();
+                for b in i.blocked_by.iter().filter(|b| b.never()) {
+                    let way = out::drop_dependency(b.named_by(), &b.waits_for);
+                    if !ways.contains(&way) && ways.len() < 3 {
+                        ways.push(way);
+                    }
+                }
+                if !ways.is_empty() {
+                    s.push_str(&format!("; to go on without it: {}", ways.join(", ")));
+                }
             }
             for f in &i.failing {
                 s.push_str(&format!("; its steps keep failing: {}", f.error));

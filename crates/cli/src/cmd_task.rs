@@ -4,6 +4,7 @@
 
 use clap::{Args, Subcommand};
 use serde_json::json;
+use warden_app::edit::EditTask;
 use warden_app::task::{Answer, CreateTask, RetryTask, Transition};
 use warden_app::view::{Children, TaskView};
 use warden_app::{App, Result};
@@ -84,6 +85,11 @@ pub enum TaskCmd {
         after_help = "Examples:\n  warden task retry api\n  warden task retry api --postchecks \"cargo test -p api\"\n  warden task retry api --work \"make fix\" --no-prechecks\n  warden task retry api --clear-worktree"
     )]
     Retry(RetryArgs),
+    /// Change a task's place in the plan: title, dependencies, parent, order, attempts.
+    #[command(
+        after_help = "What is left out is kept. The tree's rules hold as on import: every task named exists,\nno cycle of parents or dependencies, no dependency that can never be met.\n\nA plan stuck on a cancelled task (`warden plan next` names it) moves on once the tasks\nthat wait for it drop it, or depend on another task instead.\n\nExamples:\n  warden task edit ui --drop-depends-on api-v1 --depends-on api-v2\n  warden task edit ui --title \"Checkout pages\" --max-attempts 5\n  warden task edit ui --parent web --order 2\n  warden task edit ui --no-parent"
+    )]
+    Edit(EditArgs),
     /// Approve a task in review: reviewing → done (its branch is merged into the base).
     #[command(
         after_help = "Read the review first (`warden task show ID`, or the ## Review section of its TASK.md).\n\nExample:\n  warden task approve api"
@@ -172,6 +178,7 @@ impl TaskCmd {
             TaskCmd::Exited { id, .. } => ("warden task exited", change(id)),
             TaskCmd::Create(_) => ("warden task create", Request::Person),
             TaskCmd::Retry(_) => ("warden task retry", Request::Person),
+            TaskCmd::Edit(_) => ("warden task edit", Request::Person),
             TaskCmd::Approve { .. } => ("warden task approve", Request::Person),
             TaskCmd::Reject { .. } => ("warden task reject", Request::Person),
             TaskCmd::Cancel { .. } => ("warden task cancel", Request::Person),
@@ -241,6 +248,33 @@ pub struct UpdateArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct EditArgs {
+    /// Task id.
+    id: String,
+    /// A new one-line title.
+    #[arg(long)]
+    title: Option<String>,
+    /// Add a task that must be done first (repeatable).
+    #[arg(long = "depends-on", value_name = "ID")]
+    depends_on: Vec<String>,
+    /// Remove a dependency (repeatable).
+    #[arg(long = "drop-depends-on", value_name = "ID")]
+    drop_depends_on: Vec<String>,
+    /// Move it under this task.
+    #[arg(long, conflicts_with = "no_parent", value_name = "ID")]
+    parent: Option<String>,
+    /// Make it a root task.
+    #[arg(long)]
+    no_parent: bool,
+    /// A new sort key among its siblings.
+    #[arg(long, allow_negative_numbers = true)]
+    order: Option<i64>,
+    /// Failed attempts allowed before it is stuck.
+    #[arg(long)]
+    max_attempts: Option<u32>,
+}
+
+#[derive(Args, Debug)]
 pub struct RetryArgs {
     /// Task id (default: $WARDEN_TASK_ID).
     id: Option<String>,
@@ -305,6 +339,7 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
             },
         ),
         TaskCmd::Retry(a) => retry(g, &app, a),
+        TaskCmd::Edit(a) => edit(g, &app, a),
         TaskCmd::Approve { id } => {
             let id = warden_app::task_id(&id)?;
             report(g, &app, app.approve(&id)?)
@@ -611,6 +646,59 @@ fn retry(g: &Global, app: &App, a: RetryArgs) -> Result<()> {
         clear_worktree: a.clear_worktree,
     };
     report(g, app, app.retry(&id, &req)?)
+}
+
+fn edit(g: &Global, app: &App, a: EditArgs) -> Result<()> {
+    let id = warden_app::task_id(&a.id)?;
+    let req = EditTask {
+        title: a.title,
+        depends_on: a.depends_on,
+        drop_depends_on: a.drop_depends_on,
+        parent: match (a.parent, a.no_parent) {
+            (Some(p), _) => Some(Some(p)),
+            (None, true) => Some(None),
+            (None, false) => None,
+        },
+        order: a.order,
+        max_attempts: a.max_attempts,
+    };
+    let edited = app.edit(&id, &req)?;
+    if g.json {
+        out::json(&edited);
+        return Ok(());
+    }
+    if edited.changed.is_empty() {
+        out::line(&format!(
+            "{id}: unchanged (it already had what you asked for)"
+        ));
+        return Ok(());
+    }
+    let mut s = format!("{id}: edited\n");
+    for c in &edited.changed {
+        s.push_str(&format!(
+            "  {:12} {}  (was {})\n",
+            c.field.replace('_', " "),
+            shown_value(c.field, &c.now),
+            shown_value(c.field, &c.was)
+        ));
+    }
+    out::print(&s);
+    Ok(())
+}
+
+/// A plan field's value as a person reads it: `a, b`, `none`, a quoted title, a number.
+fn shown_value(field: &str, v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) if field != "title" => s.clone(),
+        serde_json::Value::Null => "none".to_owned(),
+        serde_json::Value::Array(a) if a.is_empty() => "none".to_owned(),
+        serde_json::Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
 }
 
 /// `task log -f`: prints the output log, then what is appended to it, until the task has

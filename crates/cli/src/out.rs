@@ -55,6 +55,12 @@ pub fn waited_on(id: &TaskId, status: Option<Status>) -> String {
     format!("{id} ({})", status.map_or("no such task", |s| s.as_str()))
 }
 
+/// The command that drops `dep` from the `depends_on` of `from`, quoted as a person
+/// copies it.
+pub fn drop_dependency(from: &TaskId, dep: &TaskId) -> String {
+    format!("`warden task edit {from} --drop-depends-on {dep}`")
+}
+
 /// A status, coloured for a terminal.
 pub fn status(s: Status) -> String {
     if !color() {

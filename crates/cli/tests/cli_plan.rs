@@ -709,7 +709,7 @@ fn next_names_the_leftmost_ready_leaf() {
     );
     assert_eq!(
         text(&ws.ok(&["plan", "next"]).stdout).trim_end(),
-        "no open leaf is ready; the plan is stuck on b (stuck)"
+        "no open leaf is ready; the plan is stuck on b (stuck)\n  → `warden task retry b`"
     );
     ws.ok(&["task", "retry", "b"]);
     let f = write_tree(&ws, "t.json", |_| {});

@@ -1402,3 +1402,268 @@ fn a_tasks_view_after_a_write_is_its_view_in_the_full_list() {
         assert_eq!(answer, now, "task update {id} answers with its view");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// task edit, a group's cancel, and what a cancelled dependency holds back
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn edit_changes_a_tasks_place_in_the_plan_under_the_trees_rules() {
+    let ws = Workspace::new("edit");
+    ws.create("api", &["--work", "true"]);
+    ws.create("web", &[]);
+    ws.create("ui", &["--work", "true", "--depends-on", "api"]);
+    let before = ws.history().len();
+    // Bad input: one line, its exit code, and nothing stored.
+    let refused: &[(&[&str], i32, &str)] = &[
+        (&["task", "edit", "ui"], 2, "nothing to edit"),
+        (
+            &["task", "edit", "nope", "--title", "x"],
+            3,
+            "task nope does not exist",
+        ),
+        (
+            &["task", "edit", "ui", "--depends-on", "ghost"],
+            3,
+            "dependency ghost does not exist",
+        ),
+        (
+            &["task", "edit", "ui", "--drop-depends-on", "web"],
+            1,
+            "ui does not depend on web; its dependencies: api",
+        ),
+        (
+            &["task", "edit", "api", "--depends-on", "ui"],
+            1,
+            "dependencies form a cycle api → ui → api",
+        ),
+        (
+            &["task", "edit", "ui", "--depends-on", "ui"],
+            1,
+            "cannot depend on itself",
+        ),
+        (
+            &["task", "edit", "web", "--parent", "web"],
+            1,
+            "parents form a cycle web → web",
+        ),
+        (
+            &["task", "edit", "ui", "--parent", "nope"],
+            3,
+            "parent nope does not exist",
+        ),
+        (
+            &["task", "edit", "ui", "--max-attempts", "0"],
+            1,
+            "max_attempts must be at least 1",
+        ),
+        (
+            &["task", "edit", "ui", "--title", ""],
+            1,
+            "the title is empty",
+        ),
+        (
+            &[
+                "task",
+                "edit",
+                "ui",
+                "--depends-on",
+                "web",
+                "--drop-depends-on",
+                "web",
+            ],
+            2,
+            "both added and dropped",
+        ),
+    ];
+    for (args, want, says) in refused {
+        let o = ws.expect(args, *want);
+        assert!(err_line(&o).contains(says), "{}", describe(args, &o));
+        assert_eq!(
+            text(&o.stderr).trim_end().lines().count(),
+            1,
+            "{}",
+            describe(args, &o)
+        );
+    }
+    // A group that depends on a task inside it could never start.
+    ws.create("c", &["--parent", "web", "--work", "true"]);
+    let o = ws.expect(&["task", "edit", "web", "--depends-on", "c"], 1);
+    assert!(
+        err_line(&o).contains("dependencies can never be met"),
+        "{}",
+        err_line(&o)
+    );
+    // …nor may a group move under its own task.
+    let o = ws.expect(&["task", "edit", "web", "--parent", "c"], 1);
+    assert!(
+        err_line(&o).contains("parents form a cycle web → c → web"),
+        "{}",
+        err_line(&o)
+    );
+    assert_eq!(
+        ws.history().len(),
+        before + 1,
+        "only c's creation was stored"
+    );
+
+    // One edit, several fields: one task.edited event, and the change it made.
+    let v = ws.json(&[
+        "task",
+        "edit",
+        "ui",
+        "--drop-depends-on",
+        "api",
+        "--depends-on",
+        "c",
+        "--title",
+        "Checkout",
+        "--parent",
+        "web",
+        "--order",
+        "-1",
+        "--max-attempts",
+        "5",
+    ]);
+    let fields: Vec<&str> = v["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        ["title", "parent", "order", "depends_on", "max_attempts"]
+    );
+    assert_eq!(v["changed"][3]["was"], serde_json::json!(["api"]));
+    assert_eq!(v["changed"][3]["now"], serde_json::json!(["c"]));
+    let ui = ws.show("ui");
+    assert_eq!(ui["title"], "Checkout");
+    assert_eq!(ui["parent"], "web");
+    assert_eq!(ui["depends_on"], serde_json::json!(["c"]));
+    assert_eq!(ui["max_attempts"], 5);
+    assert_eq!(ids(&ws.show("web")["children"]), ["ui", "c"]);
+    assert_eq!(ws.frontmatter("ui", "title").as_deref(), Some("Checkout"));
+    let edits: Vec<Value> = ws
+        .history()
+        .into_iter()
+        .filter(|e| e["type"] == "task.edited")
+        .collect();
+    assert_eq!(edits.len(), 1);
+    assert_eq!(edits[0]["actor"], "person");
+    // Asking for what it has already: no event, and it says so.
+    let o = ws.ok(&["task", "edit", "ui", "--depends-on", "c"]);
+    assert!(text(&o.stdout).contains("unchanged"), "{}", text(&o.stdout));
+    assert_eq!(ws.history().len(), before + 2);
+    ws.ok(&["task", "edit", "ui", "--no-parent"]);
+    assert_eq!(ws.show("ui")["parent"], Value::Null);
+    ws.check_ok();
+}
+
+#[test]
+fn a_groups_cancel_cancels_what_is_inside_it_and_nothing_under_it_runs() {
+    let ws = Workspace::new("group-cancel");
+    ws.create("phase", &[]);
+    ws.create("sub", &["--parent", "phase"]);
+    ws.create("a", &["--parent", "phase", "--work", "true"]);
+    ws.create("b", &["--parent", "sub", "--work", "true"]);
+    ws.create("gone", &["--parent", "phase", "--work", "true"]);
+    ws.ok(&["task", "cancel", "gone"]);
+    ws.create("other", &["--work", "true"]);
+    // A group's status comes from its tasks: moving it is refused, and nothing stored.
+    let before = ws.history().len();
+    let o = ws.expect(&["task", "update", "phase", "--status", "working"], 1);
+    assert!(
+        err_line(&o).contains("phase is a group: its status comes from the tasks in it"),
+        "{}",
+        err_line(&o)
+    );
+    assert_eq!(ws.history().len(), before);
+    // Its cancel cancels every task inside it that is not finished, at every depth.
+    let v = ws.json(&[
+        "task",
+        "cancel",
+        "phase",
+        "--reason",
+        "dropped from the release",
+    ]);
+    assert_eq!(v["cancelled_inside"], serde_json::json!(["a", "b"]));
+    for id in ["a", "b", "gone"] {
+        assert_eq!(ws.show(id)["status"], "cancelled", "{id}");
+    }
+    assert_eq!(ws.show("phase")["status"], "cancelled");
+    // Nothing new goes under it.
+    let o = ws.expect(
+        &["task", "create", "c", "--parent", "sub", "--work", "true"],
+        1,
+    );
+    assert_eq!(
+        err_line(&o),
+        "refused: task c cannot go under sub: phase, which holds sub, is cancelled, and nothing under a cancelled task runs; give it another parent"
+    );
+    let o = ws.expect(&["task", "edit", "other", "--parent", "phase"], 1);
+    assert!(
+        err_line(&o).contains("phase is cancelled"),
+        "{}",
+        err_line(&o)
+    );
+    ws.check_ok();
+}
+
+#[test]
+fn a_task_waiting_for_a_cancelled_one_needs_you_with_the_edit_that_frees_it() {
+    let ws = Workspace::new("blocked-for-ever");
+    ws.create("api", &["--work", "true"]);
+    ws.create("ui", &["--work", "true", "--depends-on", "api"]);
+    ws.create("web", &[]);
+    ws.create("page", &["--parent", "web", "--work", "true"]);
+    ws.ok(&["task", "edit", "web", "--depends-on", "api"]);
+    let v = ws.json(&["status"]);
+    assert_eq!(v["needs_you"], serde_json::json!([]));
+    ws.ok(&["task", "cancel", "api"]);
+    let v = ws.json(&["status"]);
+    let needs = v["needs_you"].as_array().unwrap();
+    let got: Vec<(&str, &str, &str)> = needs
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_str().unwrap(),
+                n["need"].as_str().unwrap(),
+                n["commands"][0].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("ui", "blocked", "warden task edit ui --drop-depends-on api"),
+            (
+                "web",
+                "blocked",
+                "warden task edit web --drop-depends-on api"
+            ),
+        ]
+    );
+    let o = ws.ok(&["status"]);
+    assert!(
+        text(&o.stdout).contains("waits for api (cancelled), which can never be done"),
+        "{}",
+        text(&o.stdout)
+    );
+    let listed = ws.json(&["task", "list", "--needs-me"]);
+    assert_eq!(ids(&listed), ["ui", "web"]);
+    // The plan says it is stuck, and how to go on.
+    let o = ws.ok(&["plan", "next"]);
+    assert!(
+        text(&o.stdout).contains("`warden task edit ui --drop-depends-on api`"),
+        "{}",
+        text(&o.stdout)
+    );
+    // The edit each names frees it.
+    ws.ok(&["task", "edit", "ui", "--drop-depends-on", "api"]);
+    ws.ok(&["task", "edit", "web", "--drop-depends-on", "api"]);
+    let v = ws.json(&["status"]);
+    assert_eq!(v["needs_you"], serde_json::json!([]));
+    assert_eq!(ws.json(&["plan", "next"])["next"], "ui");
+    ws.check_ok();
+}

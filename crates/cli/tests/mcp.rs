@@ -82,7 +82,7 @@ fn tampers(ws: &Workspace, id: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
-const ORCHESTRATOR_TOOLS: [&str; 19] = [
+const ORCHESTRATOR_TOOLS: [&str; 20] = [
     "history",
     "memory_get",
     "memory_merge",
@@ -96,6 +96,7 @@ const ORCHESTRATOR_TOOLS: [&str; 19] = [
     "task_cancel",
     "task_complete",
     "task_create",
+    "task_edit",
     "task_get",
     "task_list",
     "task_reject",
@@ -304,6 +305,45 @@ async fn retry_keeps_absent_specs_and_removes_null_ones() {
     );
     ws.check_ok();
     c.cancel().await.expect("close");
+}
+
+/// `task_edit` answers as `warden task edit --json`, refuses with the CLI's line, and
+/// `null` for the parent makes a root while an absent one keeps it.
+#[tokio::test]
+async fn task_edit_frees_a_task_held_by_a_cancelled_one() {
+    let ws = Workspace::new("mcp-edit");
+    ws.create("api", &["--work", "true"]);
+    ws.create("web", &[]);
+    ws.create(
+        "ui",
+        &["--work", "true", "--parent", "web", "--depends-on", "api"],
+    );
+    ws.ok(&["task", "cancel", "api"]);
+    let c = connect(&ws, &[], &[]).await;
+    let next = ok(&call(&c, "plan_next", json!({})).await);
+    assert_eq!(next["stuck_on"][0]["needed_by"], "ui", "{next}");
+    let r = call(
+        &c,
+        "task_edit",
+        json!({"id": "ui", "drop_depends_on": ["web"]}),
+    )
+    .await;
+    let cli = ws.expect(&["task", "edit", "ui", "--drop-depends-on", "web"], 1);
+    assert_eq!(refusal(&r), err_line(&cli));
+    let r = ok(&call(
+        &c,
+        "task_edit",
+        json!({"id": "ui", "drop_depends_on": ["api"], "title": "Pages"}),
+    )
+    .await);
+    assert_eq!(r["task"]["depends_on"], json!([]), "{r}");
+    assert_eq!(r["task"]["parent"], "web", "absent keeps: {r}");
+    assert_eq!(r["changed"][0]["field"], "title", "{r}");
+    assert_eq!(r["changed"][1]["was"], json!(["api"]), "{r}");
+    let r = ok(&call(&c, "task_edit", json!({"id": "ui", "parent": null})).await);
+    assert_eq!(r["task"]["parent"], Value::Null, "null makes a root: {r}");
+    assert_eq!(ok(&call(&c, "plan_next", json!({})).await)["next"], "ui");
+    ws.check_ok();
 }
 
 #[tokio::test]

@@ -961,6 +961,13 @@ fn a_blocked_run_says_what_each_task_waits_for() {
         out.contains("; blocked: b by a (cancelled), d by a (cancelled)"),
         "{out}"
     );
+    // With the edits that go on without it, where each dependency is named.
+    assert!(
+        out.contains(
+            "; to go on without it: `warden task edit b --drop-depends-on a`, `warden task edit g --drop-depends-on a`"
+        ),
+        "{out}"
+    );
     let o = p.run_within(&["--json", "run", "--until-idle"], Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(7));
     let idle = String::from_utf8_lossy(&o.stdout)
@@ -972,10 +979,46 @@ fn a_blocked_run_says_what_each_task_waits_for() {
         idle["blocked_by"],
         serde_json::json!([
             {"task": "b", "waits_for": "a", "status": "cancelled"},
-            {"task": "d", "waits_for": "a", "status": "cancelled"}
+            {"task": "d", "waits_for": "a", "status": "cancelled", "needed_by": "g"}
         ]),
         "{idle}"
     );
+}
+
+/// A task that lands under a cancelled group (an import; `task create` refuses it) is
+/// cancelled with it: the run never starts it, and every view counts it so. The run
+/// started it before, while `plan next` called it cancelled.
+#[test]
+fn nothing_under_a_cancelled_group_runs() {
+    let p = Project::new("process");
+    p.ok(&["task", "create", "phase"]);
+    p.ok(&[
+        "task",
+        "create",
+        "a",
+        "--parent",
+        "phase",
+        "--work",
+        "echo a > a.txt",
+    ]);
+    p.ok(&["task", "create", "other", "--work", "true"]);
+    p.ok(&["task", "cancel", "phase"]);
+    assert_eq!(p.task("a")["status"], "cancelled");
+    let plan = p.root.join("late.json");
+    std::fs::write(
+        &plan,
+        r#"{"tasks": [{"id": "late", "parent": "phase", "work": "echo late > late.txt"}]}"#,
+    )
+    .unwrap();
+    p.ok(&["plan", "import", plan.to_str().unwrap()]);
+    let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("1 of 1 task(s) done"), "{out}");
+    assert!(!p.root.join("late.txt").exists(), "{out}");
+    assert!(!p.root.join("a.txt").exists(), "{out}");
+    assert_eq!(p.task("late")["status"], "pending");
+    assert_eq!(p.json(&["plan", "next"])["state"], "complete");
 }
 
 /// A repository on a detached HEAD (a CI checkout of a pull request) runs without git,

@@ -14,7 +14,9 @@ use warden_core::memory::MemoryDelta;
 use warden_core::model::{Status, TaskId};
 use warden_core::tree::{self, AgentStatus};
 
-use crate::params::{ApproveParams, CreateParams, RejectParams, RetryParams, WorkSpecParam};
+use crate::params::{
+    ApproveParams, CreateParams, EditParams, RejectParams, RetryParams, WorkSpecParam,
+};
 
 /// What a tool returns on success.
 pub type Res = Result<Value, Failure>;
@@ -110,6 +112,20 @@ pub fn transition(app: &App, req: &Transition) -> Res {
     let response = app.response(&answer)?;
     answer.into_result()?;
     to_value(&response)
+}
+
+/// `task_edit`: as `warden task edit`; the task as it is now and the fields changed.
+pub fn task_edit(app: &App, p: EditParams) -> Res {
+    let id = task_id(&p.id)?;
+    let req = warden_app::edit::EditTask {
+        title: p.title,
+        depends_on: p.depends_on,
+        drop_depends_on: p.drop_depends_on,
+        parent: p.parent,
+        order: p.order,
+        max_attempts: p.max_attempts,
+    };
+    to_value(&app.edit(&id, &req)?)
 }
 
 /// `task_retry`: as `warden task retry`; absent keeps a spec, `null` removes a check.

@@ -221,6 +221,32 @@ pub struct RejectParams {
     pub reason: String,
 }
 
+/// `task_edit`: what is left out is kept.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditParams {
+    /// The task id.
+    pub id: String,
+    /// A new one-line title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Tasks to add to its dependencies (each must exist).
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// Dependencies to remove (each must be one of them).
+    #[serde(default)]
+    pub drop_depends_on: Vec<String>,
+    /// A new parent; `null` makes it a root; absent keeps it.
+    #[serde(default, deserialize_with = "present")]
+    pub parent: Option<Option<String>>,
+    /// A new sort key among its siblings.
+    #[serde(default)]
+    pub order: Option<i64>,
+    /// Failed attempts allowed before it is stuck (1 or more).
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+}
+
 /// `task_retry`: absent keeps a spec, `null` removes a check, an object replaces it.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

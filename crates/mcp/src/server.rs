@@ -36,8 +36,8 @@ use crate::Role;
 use crate::actions;
 use crate::params::{
     AgentUpdateParams, ApplyParams, ApproveParams, CancelParams, CompleteParams, CreateParams,
-    HistoryParams, IdParam, ImportParams, ListParams, MemoryParams, NoParams, OwnIdParam,
-    RejectParams, RetryParams, UpdateParams,
+    EditParams, HistoryParams, IdParam, ImportParams, ListParams, MemoryParams, NoParams,
+    OwnIdParam, RejectParams, RetryParams, UpdateParams,
 };
 
 /// The longest text argument accepted, in bytes (the TASK.md limit).
@@ -50,7 +50,7 @@ const SHOWN_CHARS: usize = 200;
 /// an error never echoes a huge argument back.
 const MAX_ERROR_CHARS: usize = 4000;
 
-const INSTRUCTIONS_ORCHESTRATOR: &str = "Warden is a deterministic state engine for coding-agent tasks. Agents write artifacts (sections of TASK.md such as `## Handoff` and `## Review`) and request transitions; Warden checks the evidence and decides. Start with `status` (what needs a person, what runs) or `plan_show` to see the project, `plan_next` to pick work, `task_get` for one task, `history` for what happened. Create work with `task_create` or `plan_import`; move tasks with `task_update_status`, `task_complete` and `task_cancel`; decide a review with `task_approve` or `task_reject`; run a stuck task again with `task_retry`. Refusals are tool errors whose first line says what is wrong and what to do.";
+const INSTRUCTIONS_ORCHESTRATOR: &str = "Warden is a deterministic state engine for coding-agent tasks. Agents write artifacts (sections of TASK.md such as `## Handoff` and `## Review`) and request transitions; Warden checks the evidence and decides. Start with `status` (what needs a person, what runs) or `plan_show` to see the project, `plan_next` to pick work, `task_get` for one task, `history` for what happened. Create work with `task_create` or `plan_import`; move tasks with `task_update_status`, `task_complete` and `task_cancel`; decide a review with `task_approve` or `task_reject`; run a stuck task again with `task_retry`; change a task's title, dependencies or parent with `task_edit`. Refusals are tool errors whose first line says what is wrong and what to do.";
 
 const INSTRUCTIONS_AGENT: &str = "Warden tracks the task this session works on. Read it with `task_get` and your instructions with `prompt`; record what you learn with `memory_merge`. When the work is done, write a non-empty `## Handoff` section in TASK.md and call `task_complete` (the postchecks run then). A reviewer writes `## Review` with a first verdict line saying PASS or FAIL and calls `task_update_status`. Only this task and only your role's transitions are allowed; anything else is refused and recorded.";
 
@@ -536,6 +536,15 @@ impl WardenServer {
     )]
     async fn o_task_retry(&self, Parameters(p): Parameters<RetryParams>) -> CallToolResult {
         result(self.exec(move |e| actions::task_retry(e, p)).await)
+    }
+
+    #[tool(
+        name = "task_edit",
+        description = "Change a task's place in the plan (a person's decision): `title`, `depends_on` (ids to add), `drop_depends_on` (ids to remove), `parent` (null makes it a root), `order`, `max_attempts`; what is left out is kept. The tree's rules hold as on import (every task named exists, no cycle, no dependency that can never be met). It is how a plan stuck on a cancelled task moves on: drop that dependency where `plan_next`'s `stuck_on` says it is needed. Answers the task and the fields changed, with their values before and after.",
+        annotations(destructive_hint = false)
+    )]
+    async fn o_task_edit(&self, Parameters(p): Parameters<EditParams>) -> CallToolResult {
+        result(self.exec(move |e| actions::task_edit(e, p)).await)
     }
 
     #[tool(

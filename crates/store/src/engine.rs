@@ -982,6 +982,55 @@ pub fn check_deadlock<'a>(
     }
 }
 
+/// Refuses a batch that creates a task, or moves one, under a cancelled task (its own
+/// row cancelled: a group's cancel): nothing under a cancelled task ever starts, so such
+/// a task could never be done, and the views would count it as open work. For a
+/// person's `task create` and `task edit` (`plan sync` and imports keep their files'
+/// shape; what lands under a cancelled group there is cancelled with it).
+pub fn check_not_under_cancelled(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
+    let prev = prev
+        .iter()
+        .map(|t| (t.id(), (t.spec.parent.as_ref(), t.status())));
+    let placed: Vec<&Task> = batch
+        .changes
+        .iter()
+        .filter_map(|ch| match (&ch.before, &ch.after) {
+            (None, Some(a)) => Some(a),
+            (Some(b), Some(a)) if b.spec.parent != a.spec.parent => Some(a),
+            _ => None,
+        })
+        .filter(|a| a.spec.parent.is_some())
+        .collect();
+    if placed.is_empty() {
+        return Ok(());
+    }
+    let tasks = overlaid(prev, batch, |t| (t.spec.parent.as_ref(), t.status()));
+    for t in placed {
+        let mut up = t.spec.parent.as_ref();
+        for _ in 0..=warden_core::tree::MAX_DEPTH {
+            let Some(p) = up else { break };
+            let Some(&(parent, status)) = tasks.get(p) else {
+                break;
+            };
+            if status == Status::Cancelled {
+                let under = t.spec.parent.as_ref().unwrap_or(p);
+                let which = if under == p {
+                    format!("{p} is cancelled")
+                } else {
+                    format!("{p}, which holds {under}, is cancelled")
+                };
+                return Err(Failure::refused(format!(
+                    "task {} cannot go under {under}: {which}, and nothing under a cancelled task runs; give it another parent",
+                    t.id()
+                ))
+                .into());
+            }
+            up = parent;
+        }
+    }
+    Ok(())
+}
+
 /// Refuses a batch that would put a task deeper than `tree::MAX_DEPTH` levels, so every
 /// walk of the tree stays bounded: `prev` gives each stored task's id and parent, and the
 /// batch's changes are laid over them. Only a batch that creates tasks or moves one pays

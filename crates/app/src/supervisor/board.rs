@@ -365,15 +365,18 @@ impl Board {
     }
 
     /// What holds a task back: the first dependency, its own or then its ancestors',
-    /// that is not done, with the status every view shows (`None`: no such task).
-    /// `None` when all are done, as [`Board::deps_done`] says.
-    pub(super) fn unmet(&self, id: &TaskId) -> Option<(TaskId, Option<Status>)> {
-        self.up_from(self.position(id)?)
-            .flat_map(|n| &n.head.depends_on)
-            .find_map(|d| match self.position(d).map(|q| self.nodes[q].shown.0) {
-                Some(Status::Done) => None,
-                status => Some((d.clone(), status)),
+    /// that is not done, with the status every view shows (`None`: no such task), and
+    /// the task that names it (the task itself or that ancestor). `None` when all are
+    /// done, as [`Board::deps_done`] says.
+    pub(super) fn unmet(&self, id: &TaskId) -> Option<(TaskId, Option<Status>, &TaskId)> {
+        self.up_from(self.position(id)?).find_map(|n| {
+            n.head.depends_on.iter().find_map(|d| {
+                match self.position(d).map(|q| self.nodes[q].shown.0) {
+                    Some(Status::Done) => None,
+                    status => Some((d.clone(), status, &n.head.id)),
+                }
             })
+        })
     }
 
     /// The node at `p` and its ancestors', nearest first. Parents form no cycle on the
@@ -406,6 +409,7 @@ impl Board {
             if n.leaf
                 && n.head.status == Status::Pending
                 && !n.head.active
+                && !self.under_cancelled(i as usize)
                 && self.deps_done(&n.head.id)
                 && !skip(&n.head.id)
             {
@@ -420,9 +424,25 @@ impl Board {
     pub(super) fn leaves(&self) -> impl Iterator<Item = (&TaskId, Status)> + '_ {
         self.dfs
             .iter()
-            .map(|&i| &self.nodes[i as usize])
-            .filter(|n| n.leaf)
-            .map(|n| (&n.head.id, n.head.status))
+            .filter(|&&i| self.nodes[i as usize].leaf)
+            .map(|&i| {
+                let n = &self.nodes[i as usize];
+                let status = if self.under_cancelled(i as usize) {
+                    Status::Cancelled
+                } else {
+                    n.head.status
+                };
+                (&n.head.id, status)
+            })
+    }
+
+    /// Is an ancestor of the node at `p` cancelled (its own row: a group's cancel, or a
+    /// task cancelled before tasks were created under it)? `plan next` counts such a
+    /// task as cancelled, and nothing starts it.
+    fn under_cancelled(&self, p: usize) -> bool {
+        self.up_from(p)
+            .skip(1)
+            .any(|n| n.head.status == Status::Cancelled)
     }
 }
 

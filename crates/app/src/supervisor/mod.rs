@@ -200,6 +200,23 @@ pub struct BlockedBy {
     /// That dependency's status as every view shows it (a group's derived); `None`
     /// when no such task exists.
     pub status: Option<Status>,
+    /// The group above `task` whose `depends_on` names it, when not `task` itself:
+    /// where `warden task edit` drops it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needed_by: Option<TaskId>,
+}
+
+impl BlockedBy {
+    /// The task whose `depends_on` names the dependency.
+    pub fn named_by(&self) -> &TaskId {
+        self.needed_by.as_ref().unwrap_or(&self.task)
+    }
+
+    /// Can the dependency never be done (cancelled, or no such task)? Then only a
+    /// person's edit moves the blocked task on.
+    pub fn never(&self) -> bool {
+        matches!(self.status, None | Some(Status::Cancelled))
+    }
 }
 
 /// A task the run could not step, and why.
@@ -1419,11 +1436,12 @@ fn idle_summary(board: &Board, failing: Vec<StepFailure>) -> Idle {
             Status::Reviewing | Status::Clarification => idle.needs_person.push(id.clone()),
             Status::Pending => {
                 idle.blocked.push(id.clone());
-                if let Some((waits_for, status)) = board.unmet(id) {
+                if let Some((waits_for, status, by)) = board.unmet(id) {
                     idle.blocked_by.push(BlockedBy {
                         task: id.clone(),
                         waits_for,
                         status,
+                        needed_by: (by != id).then(|| by.clone()),
                     });
                 }
             }

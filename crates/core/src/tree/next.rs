@@ -62,6 +62,10 @@ pub struct StuckOn {
     /// Its status as views show it (`cancelled` also under a cancelled group); `None`
     /// when no such task exists.
     pub status: Option<Status>,
+    /// For a dependency, the first task (in tree order) whose `depends_on` names it:
+    /// dropping it there (`warden task edit`) is one way on. `None` for a stuck leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needed_by: Option<TaskId>,
 }
 
 /// Picks the next leaf and classifies the plan.
@@ -158,29 +162,31 @@ pub fn plan_next(tasks: &[Task]) -> Next {
     // the dependencies on its way up that can never be done.
     let mut seen = std::collections::HashSet::new();
     let mut on: Vec<StuckOn> = Vec::new();
-    let mut note = |task: &TaskId, status: Option<Status>| {
+    let mut note = |task: &TaskId, status: Option<Status>, needed_by: Option<&TaskId>| {
         if seen.insert(task.clone()) {
             on.push(StuckOn {
                 task: task.clone(),
                 status,
+                needed_by: needed_by.cloned(),
             });
         }
     };
     for &i in &open {
         if is_stuck(i) {
-            note(tasks[i].id(), Some(tasks[i].status()));
+            note(tasks[i].id(), Some(tasks[i].status()), None);
             continue;
         }
         let mut at = Some(i);
         let mut steps = n;
         while let Some(a) = at.filter(|_| steps > 0) {
             steps -= 1;
+            let by = Some(tasks[a].id());
             for d in &tasks[a].spec.depends_on {
                 match idx.position(d) {
-                    None => note(d, None),
-                    Some(j) if cancelled[j] => note(d, Some(Status::Cancelled)),
+                    None => note(d, None, by),
+                    Some(j) if cancelled[j] => note(d, Some(Status::Cancelled), by),
                     Some(j) if !forest.is_leaf(j) && idx.derived[j].0 == Status::Cancelled => {
-                        note(d, Some(Status::Cancelled))
+                        note(d, Some(Status::Cancelled), by)
                     }
                     Some(_) => {}
                 }

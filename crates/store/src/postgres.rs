@@ -149,10 +149,11 @@ const MIGRATIONS: &[Migration] = &[
     // tasks name a task in their `depends_on`.
     Migration::Sql(
         "CREATE TABLE dependents (
-        dep text COLLATE \"C\" NOT NULL,
         task text COLLATE \"C\" NOT NULL,
-        PRIMARY KEY (dep, task)
+        dep text COLLATE \"C\" NOT NULL,
+        PRIMARY KEY (task, dep)
     );
+    CREATE INDEX dependents_of ON dependents (dep, task);
     INSERT INTO dependents (dep, task)
         SELECT DISTINCT d, id FROM tasks, unnest(string_to_array(deps, ' ')) AS d
         WHERE d <> '';

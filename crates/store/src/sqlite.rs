@@ -213,10 +213,11 @@ const MIGRATIONS: &[Migration] = &[
     // back for ever from it, without reading every task.
     Migration::Sql(
         "CREATE TABLE dependents (
-        dep TEXT NOT NULL,
         task TEXT NOT NULL,
-        PRIMARY KEY (dep, task)
+        dep TEXT NOT NULL,
+        PRIMARY KEY (task, dep)
     ) STRICT, WITHOUT ROWID;
+    CREATE INDEX dependents_of ON dependents (dep, task);
     INSERT OR IGNORE INTO dependents (dep, task)
         SELECT j.value, t.id FROM tasks t, json_each(t.body, '$.spec.depends_on') j;",
     ),
@@ -639,16 +640,20 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Replaces the rows of `dependents` that say what `task` depends on.
+    /// Replaces the rows of `dependents` that say what `task` depends on (a new task,
+    /// `stored` false, has none to delete: a plan import pays one insert per entry).
     fn write_dependents(
         &self,
         tx: &Connection,
         task: &TaskId,
+        stored: bool,
         deps: &[TaskId],
     ) -> Result<(), StoreError> {
-        tx.prepare_cached("DELETE FROM dependents WHERE task = ?1")
-            .and_then(|mut st| st.execute([task.as_str()]))
-            .map_err(|e| self.err(e))?;
+        if stored {
+            tx.prepare_cached("DELETE FROM dependents WHERE task = ?1")
+                .and_then(|mut st| st.execute([task.as_str()]))
+                .map_err(|e| self.err(e))?;
+        }
         for d in deps {
             tx.prepare_cached("INSERT OR IGNORE INTO dependents (dep, task) VALUES (?1, ?2)")
                 .and_then(|mut st| st.execute([d.as_str(), task.as_str()]))
@@ -1346,7 +1351,8 @@ impl Store for SqliteStore {
                 _ => false,
             };
             if !same {
-                self.write_dependents(&tx, &id, new_deps.map_or(&[][..], |d| &d[..]))?;
+                let deps = new_deps.map_or(&[][..], |d| &d[..]);
+                self.write_dependents(&tx, &id, stored.is_some(), deps)?;
             }
             match &ch.after {
                 Some(t) => {

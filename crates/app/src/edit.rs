@@ -51,6 +51,10 @@ pub struct Edited {
     /// The fields that changed, in plan order, empty when the edit asked for what the
     /// task already had.
     pub changed: Vec<FieldChange>,
+    /// For a task `plan sync` keeps: the file it comes from, whose next sync sets the
+    /// task's title, dependencies, parent and order from that file again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synced_from: Option<String>,
 }
 
 /// One field `task edit` changed, with its value before and after (as `plan export`
@@ -162,9 +166,16 @@ impl App {
             Some(t) => t,
             None => self.get(id)?,
         };
+        let synced_from = task
+            .spec
+            .origin
+            .as_ref()
+            .filter(|o| o.tool == warden_core::gsd::sync::TOOL)
+            .map(|o| format!("{}/{}", o.root, o.path));
         Ok(Edited {
             task: self.view(&task)?,
             changed,
+            synced_from,
         })
     }
 }

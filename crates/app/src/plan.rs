@@ -153,6 +153,15 @@ impl App {
                     }
                 }
             }
+            let batch = Batch {
+                changes,
+                ..Default::default()
+            };
+            if problems.is_empty()
+                && let Some(why) = warden_store::engine::under_cancelled(prev, &batch)
+            {
+                problems.push(why);
+            }
             if !problems.is_empty() {
                 return Err(Failure::refused(format!(
                     "{source} was not imported ({} problem{}): {}",
@@ -162,10 +171,7 @@ impl App {
                 ))
                 .into());
             }
-            Ok(Batch {
-                changes,
-                ..Default::default()
-            })
+            Ok(batch)
         })?;
         Ok(Imported {
             imported: plan.tasks.iter().map(|n| n.id.clone()).collect(),

@@ -197,6 +197,25 @@ impl App {
         if heads.len() != stored.len() {
             problems.push("the head columns do not list every task; this is a Warden bug".into());
         }
+        // The index of dependents, which `warden status` reads to find the tasks a
+        // cancelled one holds back.
+        let mut want: Vec<(String, String)> = stored
+            .iter()
+            .flat_map(|t| {
+                t.spec
+                    .depends_on
+                    .iter()
+                    .map(|d| (t.id().to_string(), d.to_string()))
+            })
+            .collect();
+        want.sort();
+        want.dedup();
+        if self.eng.store.dependent_rows()? != want {
+            problems.push(
+                "the index of dependents differs from the tasks' depends_on; this is a Warden bug"
+                    .into(),
+            );
+        }
         if self.eng.store.tally()? != self.eng.store.recount()? {
             problems.push(
                 "the tally of children by status differs from the task rows; this is a Warden bug"

@@ -245,6 +245,21 @@ impl App {
             return Ok(Vec::new());
         }
         let groups = self.groups()?;
+        // A task `plan sync` keeps gets its dependencies from its PLAN.md at every sync:
+        // an edit in Warden would be undone, so the file is where to drop one.
+        let synced: std::collections::BTreeMap<TaskId, String> = {
+            let ids: Vec<TaskId> = waiting.iter().map(|h| h.id.clone()).collect();
+            self.eng
+                .store
+                .get_many(&ids)?
+                .into_iter()
+                .filter_map(|t| {
+                    let o = t.spec.origin.as_ref()?;
+                    (o.tool == warden_core::gsd::sync::TOOL)
+                        .then(|| (t.id().clone(), format!("{}/{}", o.root, o.path)))
+                })
+                .collect()
+        };
         let mut out = Vec::new();
         for h in waiting {
             let status = groups.derived.get(&h.id).map_or(h.status, |d| d.0);
@@ -271,7 +286,13 @@ impl App {
                     "waits for {}, which can never be done",
                     names.join(", ")
                 ))),
-                commands: vec![format!("warden task edit {}{drops}", h.id)],
+                commands: vec![match synced.get(&h.id) {
+                    Some(file) => format!(
+                        "remove {} from depends_on in {file}, then warden plan sync",
+                        on.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                    None => format!("warden task edit {}{drops}", h.id),
+                }],
             });
         }
         Ok(out)

@@ -682,6 +682,11 @@ fn edit(g: &Global, app: &App, a: EditArgs) -> Result<()> {
             shown_value(c.field, &c.was)
         ));
     }
+    if let Some(file) = &edited.synced_from {
+        s.push_str(&format!(
+            "note: {id} comes from {file}; the next `warden plan sync` sets its plan fields from that file again, so change them there\n"
+        ));
+    }
     out::print(&s);
     Ok(())
 }

@@ -1667,3 +1667,24 @@ fn a_task_waiting_for_a_cancelled_one_needs_you_with_the_edit_that_frees_it() {
     assert_eq!(ws.json(&["plan", "next"])["next"], "ui");
     ws.check_ok();
 }
+
+/// `warden check` compares the store's index of dependents with every task's
+/// `depends_on`: `warden status` trusts it to find what a cancelled task holds back.
+#[test]
+fn check_finds_an_index_of_dependents_that_lies() {
+    let ws = Workspace::new("check-dependents");
+    ws.create("api", &["--work", "true"]);
+    ws.create("ui", &["--work", "true", "--depends-on", "api"]);
+    ws.ok(&["task", "edit", "ui", "--title", "Pages"]);
+    ws.check_ok();
+    let c = rusqlite::Connection::open(ws.path(".warden/warden.db")).unwrap();
+    c.execute("DELETE FROM dependents WHERE task = 'ui'", [])
+        .unwrap();
+    drop(c);
+    let o = ws.expect(&["check"], 1);
+    assert!(
+        text(&o.stdout).contains("the index of dependents differs from the tasks' depends_on"),
+        "{}",
+        describe(&["check"], &o)
+    );
+}

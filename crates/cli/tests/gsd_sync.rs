@@ -654,3 +654,58 @@ fn finishing_a_plan_in_warden_writes_its_summary_and_progress() {
     assert_eq!(ws.status("01-a"), "done");
     ws.check_ok();
 }
+
+/// A phase a person cancels stays cancelled through later syncs: a plan added to it is
+/// created cancelled (with a note), and the next phase no longer waits for it by GSD's
+/// order, so the roadmap goes on. Before, the new plan was pending under the cancelled
+/// phase (the run and `plan next` disagreed about it) and the next phase waited for the
+/// cancelled plans for ever; `task edit` could not help, as each sync put the edge
+/// back.
+#[test]
+fn a_cancelled_phase_stays_cancelled_and_the_next_phase_goes_on() {
+    let ws = Workspace::new("gsd-cancelled-phase");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/02-b/02-01-PLAN.md", PLAN);
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.show("02-01")["depends_on"], serde_json::json!(["01-01"]));
+    let phase = ws.show("01-01")["parent"].as_str().unwrap().to_owned();
+    let v = ws.json(&["task", "cancel", &phase]);
+    assert_eq!(v["cancelled_inside"], serde_json::json!(["01-01"]));
+    ws.write(".planning/phases/01-a/01-02-PLAN.md", PLAN);
+    let v = ws.json(&["plan", "sync"]);
+    assert_eq!(notes(&v, "phase_cancelled"), ["01-02"], "{v}");
+    assert_eq!(ws.status("01-02"), "cancelled");
+    assert_eq!(ws.show(&phase)["status"], "cancelled");
+    assert_eq!(ws.show("02-01")["depends_on"], serde_json::json!([]));
+    assert_eq!(ws.json(&["plan", "next"])["next"], "02-01");
+    // A dependency a plan declares is kept: the person decides, and status says so.
+    ws.write(
+        ".planning/phases/02-b/02-02-PLAN.md",
+        "---\ndepends_on: [01-01]\n---\n<objective>\nNeeds 01-01.\n</objective>\n",
+    );
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.show("02-02")["depends_on"], serde_json::json!(["01-01"]));
+    let status = ws.json(&["status"]);
+    assert_eq!(status["needs_you"][0]["id"], "02-02", "{status}");
+    assert_eq!(status["needs_you"][0]["need"], "blocked", "{status}");
+    // Sync would undo an edit in Warden: the PLAN.md is where to drop it.
+    assert_eq!(
+        status["needs_you"][0]["commands"][0],
+        "remove 01-01 from depends_on in .planning/phases/02-b/02-02-PLAN.md, then warden plan sync",
+        "{status}"
+    );
+    // An edit in Warden says sync will undo it (and sync does).
+    let o = ws.ok(&["task", "edit", "02-02", "--drop-depends-on", "01-01"]);
+    assert!(
+        text(&o.stdout).contains(
+            "note: 02-02 comes from .planning/phases/02-b/02-02-PLAN.md; the next `warden plan sync` sets its plan fields from that file again"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.show("02-02")["depends_on"], serde_json::json!(["01-01"]));
+    // Syncing again changes nothing.
+    assert_eq!(ws.json(&["plan", "sync"])["changed"], 0);
+    ws.check_ok();
+}

@@ -985,39 +985,75 @@ fn a_blocked_run_says_what_each_task_waits_for() {
     );
 }
 
-/// A task that lands under a cancelled group (an import; `task create` refuses it) is
-/// cancelled with it: the run never starts it, and every view counts it so. The run
-/// started it before, while `plan next` called it cancelled.
+/// A task under a cancelled group is cancelled with it: the run never starts it. Since
+/// 11-28 a group's cancel cancels its tasks and nothing new may go under it; a store
+/// from before holds a group cancelled alone, its tasks pending, and the run started
+/// them while `plan next` called them cancelled. This builds that store as the old
+/// `task cancel` wrote it: one `status.changed` of the group's row.
 #[test]
 fn nothing_under_a_cancelled_group_runs() {
+    use warden_store::Store;
     let p = Project::new("process");
     p.ok(&["task", "create", "phase"]);
     p.ok(&[
         "task",
         "create",
-        "a",
+        "late",
         "--parent",
         "phase",
         "--work",
-        "echo a > a.txt",
+        "echo late > late.txt",
     ]);
     p.ok(&["task", "create", "other", "--work", "true"]);
-    p.ok(&["task", "cancel", "phase"]);
-    assert_eq!(p.task("a")["status"], "cancelled");
-    let plan = p.root.join("late.json");
-    std::fs::write(
-        &plan,
-        r#"{"tasks": [{"id": "late", "parent": "phase", "work": "echo late > late.txt"}]}"#,
+    let store =
+        warden_store::sqlite::SqliteStore::open(&p.root.join(".warden/warden.db"), 5000).unwrap();
+    let phase = store
+        .get(&warden_core::model::TaskId::new("phase").unwrap())
+        .unwrap()
+        .unwrap();
+    let ctx = warden_core::ops::Ctx::fixed(warden_core::event::Actor::Person);
+    let old_cancel = warden_core::ops::record(
+        &phase,
+        vec![warden_core::event::EventKind::StatusChanged {
+            from: warden_core::model::Status::Pending,
+            to: warden_core::model::Status::Cancelled,
+            reason: None,
+            evidence: None,
+        }],
+        &ctx,
     )
     .unwrap();
-    p.ok(&["plan", "import", plan.to_str().unwrap()]);
+    store
+        .commit(warden_store::Batch {
+            changes: vec![old_cancel],
+            ..Default::default()
+        })
+        .unwrap();
+    drop(store);
+    assert_eq!(p.task("late")["status"], "pending");
+    // An import may not add to it now.
+    let plan = p.root.join("more.json");
+    std::fs::write(
+        &plan,
+        r#"{"tasks": [{"id": "more", "parent": "phase", "work": "true"}]}"#,
+    )
+    .unwrap();
+    let o = p
+        .cmd(&["plan", "import", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("task more cannot go under phase: phase is cancelled"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = p.run_within(&["run", "--until-idle"], Duration::from_secs(60));
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("1 of 1 task(s) done"), "{out}");
     assert!(!p.root.join("late.txt").exists(), "{out}");
-    assert!(!p.root.join("a.txt").exists(), "{out}");
-    assert_eq!(p.task("late")["status"], "pending");
     assert_eq!(p.json(&["plan", "next"])["state"], "complete");
 }
 

@@ -177,6 +177,8 @@ pub enum SyncNoteKind {
     PlanGone,
     /// A done phase holds a plan that is not done.
     PhaseReopened,
+    /// A new plan of a phase a person cancelled: created cancelled with it.
+    PhaseCancelled,
 }
 
 /// One note of a sync.
@@ -260,6 +262,28 @@ pub fn planning_sync(
             message,
         });
     };
+    // A phase a person cancelled: its plans are cancelled (a group's cancel cancels
+    // what is inside it), and a plan that appears in it later is created cancelled.
+    let phase_cancelled = |w: &crate::gsd::sync::Wanted| {
+        w.spec
+            .parent
+            .as_ref()
+            .and_then(|p| by_id.get(p))
+            .is_some_and(|t| ours(t) && t.status() == Status::Cancelled)
+    };
+    // Plans that are cancelled, or will be: GSD's order does not wait for them (a
+    // phase after a cancelled one starts when the rest of that phase is done); what a
+    // plan declares it needs still does, and `warden status` says so.
+    let gone: std::collections::BTreeSet<&TaskId> = plan
+        .tasks
+        .iter()
+        .filter(|w| w.is_plan)
+        .filter(|w| match by_id.get(&w.spec.id) {
+            Some(t) => ours(t) && t.status() == Status::Cancelled,
+            None => phase_cancelled(w),
+        })
+        .map(|w| &w.spec.id)
+        .collect();
     // Plans first (a phase's status follows them), then phases; output in tree order.
     let mut per_task: BTreeMap<&TaskId, Change> = BTreeMap::new();
     for w in plan.tasks.iter().filter(|w| w.is_plan) {
@@ -267,6 +291,8 @@ pub fn planning_sync(
         let mut spec = w.spec.clone();
         // Dependencies on tasks sync does not own would tie its plans to a person's tasks.
         spec.depends_on.retain(|d| !skipped.contains(d));
+        spec.depends_on
+            .retain(|d| !(gone.contains(d) && w.order_edges.contains(d)));
         let summary = w.summary.clone().unwrap_or_default();
         let evidence = w
             .summary_digest
@@ -276,7 +302,18 @@ pub fn planning_sync(
                 digest,
             });
         let Some(t) = by_id.get(id) else {
-            let status = if w.done {
+            let status = if phase_cancelled(w) {
+                note(
+                    &mut out,
+                    SyncNoteKind::PhaseCancelled,
+                    id,
+                    format!(
+                        "plan {id} is new in phase {}, which is cancelled: created cancelled",
+                        w.spec.parent.as_ref().map_or("", |p| p.as_str())
+                    ),
+                );
+                Status::Cancelled
+            } else if w.done {
                 Status::Done
             } else {
                 Status::Pending
@@ -291,7 +328,7 @@ pub fn planning_sync(
                     vec![EventKind::TaskCreated {
                         spec,
                         status,
-                        passes: w.done,
+                        passes: w.done && status == Status::Done,
                         attempts: 0,
                     }],
                     ctx,

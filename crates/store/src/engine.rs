@@ -982,12 +982,13 @@ pub fn check_deadlock<'a>(
     }
 }
 
-/// Refuses a batch that creates a task, or moves one, under a cancelled task (its own
-/// row cancelled: a group's cancel): nothing under a cancelled task ever starts, so such
-/// a task could never be done, and the views would count it as open work. For a
-/// person's `task create` and `task edit` (`plan sync` and imports keep their files'
-/// shape; what lands under a cancelled group there is cancelled with it).
-pub fn check_not_under_cancelled(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
+/// Why a batch may not be committed because it creates a task, or moves one, under a
+/// cancelled task (its own row cancelled: a group's cancel): nothing under a cancelled
+/// task ever starts, so such a task could never be done, and the views would count it
+/// as open work. `None` when it places nothing there. For `task create`, `task edit`
+/// and `plan import` (`plan sync` keeps a `.planning/` tree's shape: what lands under a
+/// cancelled phase is cancelled with it for `warden run` and `plan next`).
+pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
     let prev = prev
         .iter()
         .map(|t| (t.id(), (t.spec.parent.as_ref(), t.status())));
@@ -1002,7 +1003,7 @@ pub fn check_not_under_cancelled(prev: &[Task], batch: &Batch) -> Result<(), Eng
         .filter(|a| a.spec.parent.is_some())
         .collect();
     if placed.is_empty() {
-        return Ok(());
+        return None;
     }
     let tasks = overlaid(prev, batch, |t| (t.spec.parent.as_ref(), t.status()));
     for t in placed {
@@ -1019,16 +1020,23 @@ pub fn check_not_under_cancelled(prev: &[Task], batch: &Batch) -> Result<(), Eng
                 } else {
                     format!("{p}, which holds {under}, is cancelled")
                 };
-                return Err(Failure::refused(format!(
+                return Some(format!(
                     "task {} cannot go under {under}: {which}, and nothing under a cancelled task runs; give it another parent",
                     t.id()
-                ))
-                .into());
+                ));
             }
             up = parent;
         }
     }
-    Ok(())
+    None
+}
+
+/// [`under_cancelled`] as a refusal.
+pub fn check_not_under_cancelled(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
+    match under_cancelled(prev, batch) {
+        None => Ok(()),
+        Some(why) => Err(Failure::refused(why).into()),
+    }
 }
 
 /// Refuses a batch that would put a task deeper than `tree::MAX_DEPTH` levels, so every

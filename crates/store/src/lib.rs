@@ -173,6 +173,9 @@ pub trait Store {
     fn leases(&self) -> Result<Vec<Lease>, StoreError>;
     /// The columns stored beside each task's body, as stored (for `warden check`).
     fn task_columns(&self) -> Result<Vec<TaskColumns>, StoreError>;
+    /// Every row of the index of dependents as stored, `(task, dependency)`, sorted (for
+    /// `warden check`).
+    fn dependent_rows(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// The `type` column of every event, by sequence number (for `warden check`).
     fn event_types(&self) -> Result<Vec<(u64, String)>, StoreError>;
     /// The lease on one task, if any (expired or not).

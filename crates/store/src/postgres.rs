@@ -772,6 +772,17 @@ impl Store for PgStore {
             .collect())
     }
 
+    fn dependent_rows(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut c = self.client()?;
+        let rows = c
+            .query("SELECT task, dep FROM dependents ORDER BY task, dep", &[])
+            .map_err(|e| self.err(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+            .collect())
+    }
+
     fn event_types(&self) -> Result<Vec<(u64, String)>, StoreError> {
         let mut c = self.client()?;
         let rows = c

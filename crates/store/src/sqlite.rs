@@ -910,6 +910,17 @@ impl Store for SqliteStore {
         rows.map(|r| r.map_err(|e| self.err(e))).collect()
     }
 
+    fn dependent_rows(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task, dep FROM dependents ORDER BY task, dep")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.map(|r| r.map_err(|e| self.err(e))).collect()
+    }
+
     fn event_types(&self) -> Result<Vec<(u64, String)>, StoreError> {
         let mut stmt = self
             .conn

@@ -62,6 +62,10 @@ pub struct Wanted {
     pub summary: Option<String>,
     /// Lower-hex SHA-256 of that SUMMARY.md, when it makes the plan done.
     pub summary_digest: Option<String>,
+    /// The entries of `spec.depends_on` that GSD's order made (one by one within a
+    /// phase, a phase after the one before), not the plan's own `depends_on` or wave:
+    /// sync drops those on a cancelled plan (see `plan_ops::planning_sync`).
+    pub order_edges: Vec<TaskId>,
 }
 
 /// Edge counts, for the report.
@@ -150,6 +154,8 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
         .any(|(i, d)| d.iter().any(|&j| j > i));
 
     let mut dropped = 0;
+    // The edges order added, (from, to).
+    let mut added: HashSet<(usize, usize)> = HashSet::new();
     let mut add = |deps: &mut Vec<Vec<usize>>, from: usize, to: usize, count: &mut usize| {
         if deps.get(from).is_some_and(|d| d.contains(&to)) {
             return true;
@@ -171,6 +177,7 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
         }
         if let Some(d) = deps.get_mut(from) {
             d.push(to);
+            added.insert((from, to));
             *count += 1;
         }
         true
@@ -247,6 +254,7 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
             done_by: None,
             summary: None,
             summary_digest: None,
+            order_edges: Vec::new(),
         });
         for i in range.clone() {
             let Some((_, p)) = order.get(i) else { continue };
@@ -257,15 +265,19 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
             spec.title = p.title.clone();
             spec.parent = Some(phase_id.clone());
             spec.order = (i - range.start) as i64;
-            spec.depends_on = deps
-                .get(i)
-                .map(|d| {
-                    d.iter()
-                        .filter_map(|&j| order.get(j))
-                        .filter_map(|(_, q)| TaskId::new(&q.id).ok())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let ids_of = |only_added: bool| -> Vec<TaskId> {
+                deps.get(i)
+                    .map(|d| {
+                        d.iter()
+                            .filter(|&&j| !only_added || added.contains(&(i, j)))
+                            .filter_map(|&j| order.get(j))
+                            .filter_map(|(_, q)| TaskId::new(&q.id).ok())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            spec.depends_on = ids_of(false);
+            let order_edges = ids_of(true);
             spec.origin = Some(Box::new(origin(place, &p.file)));
             spec.evidence = place
                 .inside
@@ -279,6 +291,7 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
                 done_by: p.done_by,
                 summary: Some(shown(place, &p.summary)),
                 summary_digest: p.summary_digest.clone(),
+                order_edges,
             });
         }
     }

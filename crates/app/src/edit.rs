@@ -6,7 +6,7 @@
 //! dependencies, no dependency that can never be met, the depth limit).
 
 use warden_core::failure::Failure;
-use warden_core::model::{Task, TaskId, TaskSpec};
+use warden_core::model::{Status, Task, TaskId, TaskSpec};
 use warden_core::ops;
 use warden_core::tree::PlanError;
 use warden_store::Batch;
@@ -146,6 +146,21 @@ impl App {
                 spec.order = o;
             }
             if let Some(m) = req.max_attempts {
+                // A task still under way must keep an attempt to make: the one at
+                // `attempts == max_attempts` is stuck (`plan next` and the supervisor
+                // read it so), and only `task retry` starts a stuck task again.
+                let used = task.attempts();
+                let under_way = !matches!(
+                    task.status(),
+                    Status::Done | Status::Cancelled | Status::Stuck
+                );
+                if under_way && m > 0 && m != task.spec.max_attempts && m <= used {
+                    return Err(Failure::refused(format!(
+                        "{id} has used {used} attempt(s); give --max-attempts {} or more",
+                        used + 1
+                    ))
+                    .into());
+                }
                 spec.max_attempts = m;
             }
             if let Some(path) = dependency_cycle(prev, &spec) {

@@ -220,7 +220,8 @@ fn import_from_stdin_and_initial_runner_fields() {
     let ws = Workspace::new("stdin");
     let o = ws.run_stdin(
         &["--json", "plan", "import", "-"],
-        r#"{"tasks": [{"id": "old", "passes": true}, {"id": "tried", "attempts": 2}]}"#,
+        r#"{"tasks": [{"id": "old", "passes": true}, {"id": "tried", "attempts": 2},
+                      {"id": "spent", "work": "true", "attempts": 3, "max_attempts": 3}]}"#,
     );
     assert_eq!(
         crate::common::code(&o),
@@ -229,13 +230,23 @@ fn import_from_stdin_and_initial_runner_fields() {
         crate::common::describe(&["plan", "import", "-"], &o)
     );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["imported"], json!(["old", "tried"]));
+    assert_eq!(v["imported"], json!(["old", "tried", "spent"]));
     let old = ws.show("old");
     assert_eq!(
         (old["status"].as_str(), old["passes"].as_bool()),
         (Some("done"), Some(true))
     );
     assert_eq!(ws.show("tried")["attempts"], 2);
+    assert_eq!(ws.show("tried")["status"], "pending");
+    // Its attempts used up: stuck, as plan next reads it (it was pending, and the
+    // supervisor would have run it while plan next said the plan was stuck on it).
+    let spent = ws.show("spent");
+    assert_eq!(
+        (spent["status"].as_str(), spent["attempts"].as_u64()),
+        (Some("stuck"), Some(3))
+    );
+    ws.ok(&["task", "retry", "spent"]);
+    assert_eq!(ws.show("spent")["attempts"], 0);
     ws.check_ok();
 }
 

@@ -1557,6 +1557,18 @@ fn edit_changes_a_tasks_place_in_the_plan_under_the_trees_rules() {
     assert_eq!(ws.history().len(), before + 2);
     ws.ok(&["task", "edit", "ui", "--no-parent"]);
     assert_eq!(ws.show("ui")["parent"], Value::Null);
+    // A task under way keeps an attempt to make: one failed guard used one of three.
+    ws.create("lint", &["--work", "true", "--postchecks", "exit 1"]);
+    ws.ok(&["task", "update", "lint", "--status", "working"]);
+    ws.expect(&["task", "update", "lint", "--status", "done"], 1);
+    assert_eq!(ws.show("lint")["attempts"], 1);
+    let o = ws.expect(&["task", "edit", "lint", "--max-attempts", "1"], 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: lint has used 1 attempt(s); give --max-attempts 2 or more"
+    );
+    ws.ok(&["task", "edit", "lint", "--max-attempts", "2"]);
+    assert_eq!(ws.show("lint")["max_attempts"], 2);
     ws.check_ok();
 }
 

@@ -332,12 +332,16 @@ pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change,
         )));
     }
     validate_spec(&spec)?;
+    let attempts = initial.attempts.min(spec.max_attempts);
+    // An import that moves an old plan over may say a task used up its attempts: it is
+    // stuck, as `plan next` and the supervisor read it, and `task retry` runs it again.
     let status = if initial.passes {
         Status::Done
+    } else if attempts >= spec.max_attempts {
+        Status::Stuck
     } else {
         Workflow::builtin(spec.workflow).initial()
     };
-    let attempts = initial.attempts.min(spec.max_attempts);
     let id = spec.id.clone();
     Change::build(
         None,

@@ -391,6 +391,10 @@ fn status_shows_the_supervisor_alive_and_what_it_runs() {
     let run = p.spawn_run();
     let pid = run.id();
     p.wait_task("t", 30, "the worker session", |t| !t["session"].is_null());
+    // Its agent started (the session is recorded before its host starts it; a run
+    // killed in between leaves a session that never started, and on a loaded machine
+    // the test killed it there).
+    p.agent_pid("t", "worker");
     let v = status(&p);
     assert_eq!(v["supervisor_alive"], true, "{v:#}");
     let sup = &v["supervisors"][0];

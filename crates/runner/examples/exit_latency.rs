@@ -90,6 +90,7 @@ fn measure(
             clean_env: false,
             pass_env: Vec::new(),
             started_file: None,
+            stop_file: None,
         };
         run(&spec);
         let arrived = wait_for(&dir.join(format!("report-{session}")));

@@ -63,6 +63,7 @@ impl Fixture {
             clean_env: false,
             pass_env: Vec::new(),
             started_file: None,
+            stop_file: None,
         }
     }
 
@@ -545,6 +546,7 @@ fn a_pane_says_it_started_and_follows_no_planted_link() {
     std::fs::create_dir_all(&sessions).unwrap();
     let spec = |s: &str| SessionSpec {
         started_file: Some(sessions.join(format!("{s}.started"))),
+        stop_file: None,
         ..f.spec("t1", s, &["sh", "-c", "echo ran"])
     };
     start_tmux(&tmux.0, &spec("s1")).unwrap();
@@ -559,6 +561,32 @@ fn a_pane_says_it_started_and_follows_no_planted_link() {
     start_tmux(&tmux.0, &spec("s2")).unwrap();
     f.expect_hook_report(&tmux, "t1", "s2", 0);
     assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me\n");
+}
+
+/// A pane whose session was stopped before it started (its `stop_file` is there) ends
+/// with 143 without running its program: a person's cancel between the runner's
+/// recording of the session and the pane's start found no pane to signal.
+#[test]
+fn a_pane_stopped_before_it_started_never_runs_its_program() {
+    let f = Fixture::new("tmux-stop-first");
+    let tmux = Server::new("tmux-stop-first");
+    let sessions = f.root.join(".warden/tasks/t1/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let ran = f.dir.join("ran");
+    let touch = format!("touch '{}'", ran.display());
+    let spec = |s: &str| SessionSpec {
+        started_file: Some(sessions.join(format!("{s}.started"))),
+        stop_file: Some(sessions.join(format!("{s}.stop"))),
+        ..f.spec("t1", s, &["sh", "-c", &touch])
+    };
+    std::fs::write(sessions.join("s1.stop"), "").unwrap();
+    start_tmux(&tmux.0, &spec("s1")).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s1", 143);
+    assert!(!ran.exists(), "the program never ran");
+    // Without the marker it runs.
+    start_tmux(&tmux.0, &spec("s2")).unwrap();
+    f.expect_hook_report(&tmux, "t1", "s2", 0);
+    assert!(ran.exists());
 }
 
 /// An agent in a pane does not see which tmux server it runs in: its own `tmux`
@@ -706,6 +734,7 @@ fn agent_spec(f: &Fixture, task: &str, session: &str, input: &Path) -> SessionSp
         clean_env: true,
         pass_env: vec!["HOME".into(), "CARGO_PKG_*".into()],
         started_file: None,
+        stop_file: None,
         ..f.spec(task, session, &["sh", "-c", script])
     }
 }

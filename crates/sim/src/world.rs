@@ -219,6 +219,9 @@ pub struct World {
     leases: BTreeMap<TaskId, (usize, Timestamp)>,
     /// Sessions whose process really ended, or that never started.
     ended: BTreeSet<String>,
+    /// Sessions asked to stop before their host started: the stop marker
+    /// (`sessions/<id>.stop`) a host finds before it starts the program.
+    stop_marks: BTreeSet<String>,
     /// When a live session stopped belonging to its task's current entry.
     astray_since: BTreeMap<String, Timestamp>,
     /// Until when a killed runner's lease kept other runners off a task.
@@ -279,6 +282,7 @@ impl World {
             runners,
             leases: BTreeMap::new(),
             ended: BTreeSet::new(),
+            stop_marks: BTreeSet::new(),
             astray_since: BTreeMap::new(),
             blocked_until: BTreeMap::new(),
             step: 0,
@@ -766,6 +770,9 @@ impl World {
     /// TERM (or KILL) to a session's process group.
     fn signal(&mut self, session: &str, kill: bool) {
         let now = self.now;
+        // The stop marker comes first (`stop_session`): a host that has not started yet
+        // finds it and never starts the program.
+        self.stop_marks.insert(session.to_owned());
         let Some(p) = self.procs.get_mut(session) else {
             return;
         };
@@ -1141,6 +1148,12 @@ impl World {
                     {
                         self.ended.insert(rec.id.clone());
                     }
+                    return;
+                }
+                if self.stop_marks.contains(&rec.id) {
+                    // The host found the stop marker: no program, no trace of a start;
+                    // a runner reports the session gone, as one never started.
+                    self.trace(&format!("  host of {} found its stop marker", rec.id));
                     return;
                 }
                 self.spawn_proc(&t, &rec.id, role, heal);

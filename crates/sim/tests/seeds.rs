@@ -52,6 +52,19 @@ fn liveness_over_a_thousand_seeds() {
     assert_eq!(run(0..1000, &opts).0, 1000);
 }
 
+/// Seeds that found a defect with trees and three runners: 7000474, a person's cancel
+/// between a runner's recording of a session and its host's start; the host started
+/// the program after the stop had found nothing to signal, and it ran on with the task
+/// cancelled (now the stop leaves a marker the host looks for before it starts).
+#[test]
+fn seeds_found_with_three_runners() {
+    let opts = Options {
+        runners: 3,
+        ..Options::default()
+    };
+    assert_eq!(run([7_000_474].into_iter(), &opts).0, 1);
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     let opts = Options::default();

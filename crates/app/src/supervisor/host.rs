@@ -31,6 +31,8 @@ pub struct SessionFiles {
     /// A directory a tmux pane makes before its program runs (see
     /// `SessionSpec::started_file`).
     pub started: PathBuf,
+    /// The stop marker (`SessionSpec::stop_file`): a stop writes it before it signals.
+    pub stop: PathBuf,
 }
 
 impl SessionFiles {
@@ -42,6 +44,7 @@ impl SessionFiles {
             pid: dir.join(format!("{sid}.pid")),
             exit: dir.join(format!("{sid}.exit")),
             started: dir.join(format!("{sid}.started")),
+            stop: dir.join(format!("{sid}.stop")),
         }
     }
 
@@ -52,12 +55,13 @@ impl SessionFiles {
             pid: spec_file.with_extension("pid"),
             exit: spec_file.with_extension("exit"),
             started: spec_file.with_extension("started"),
+            stop: spec_file.with_extension("stop"),
         }
     }
 
     /// Removes them (the session's end is recorded).
     pub fn remove(&self) {
-        for f in [&self.spec, &self.pid, &self.exit] {
+        for f in [&self.spec, &self.pid, &self.exit, &self.stop] {
             let _ = std::fs::remove_file(f);
         }
         // A directory the pane made, or anything else planted under its name.
@@ -167,6 +171,10 @@ pub fn stop_process(files: &SessionFiles, kill: bool) {
 /// shell says "command not found").
 pub const START_FAILED_EXIT: i32 = 127;
 
+/// What `warden session-run` exits with when its session was stopped before it
+/// started the program (as a TERM would end it).
+pub const STOPPED_BEFORE_START_EXIT: i32 = 143;
+
 /// Records `session.failed` for a session whose program could not be started.
 fn record_start_failed(
     spec: &SessionSpec,
@@ -214,6 +222,21 @@ pub fn session_run(spec_file: &Path) -> Result<i32, String> {
         signal_hook::consts::SIGINT,
     ])
     .map_err(|e| format!("cannot watch for signals: {e}"))?;
+    // Stopped before it started (a person's cancel right after the runner recorded the
+    // session): the stop found no host to signal, or signalled this one before it
+    // watched for signals. No program; no sign of a start, so the session is reported
+    // as one that never started. A stop from now on is a signal this host acts on.
+    if spec.stop_file.as_ref().is_some_and(|f| f.exists()) {
+        session::note(
+            &spec.log_path,
+            &format!(
+                "--- session {} was stopped before it started ---",
+                spec.session_id
+            ),
+        );
+        files.remove();
+        return Ok(STOPPED_BEFORE_START_EXIT);
+    }
     let s = match session::start_process_with(&spec, Some(&files.exit)) {
         Ok(s) => s,
         Err(e) => {
@@ -257,4 +280,82 @@ pub fn session_run(spec_file: &Path) -> Result<i32, String> {
         files.remove();
     }
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host whose session was stopped before it started (the stop marker is there:
+    /// a person's cancel between the runner's recording of the session and this start,
+    /// which found no host to signal) never starts the program, says so in the log and
+    /// leaves no sign of a start. Without the marker the program runs.
+    #[test]
+    fn a_host_stopped_before_it_started_never_runs_its_program() {
+        let dir = std::env::temp_dir().join(format!("warden-host-stop-{}", std::process::id()));
+        let sessions = dir.join("sessions");
+        std::fs::create_dir_all(&sessions).unwrap();
+        let ran = dir.join("ran");
+        let spec = |sid: &str| SessionSpec {
+            task_id: "t1".into(),
+            session_id: sid.into(),
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                format!("touch '{}'", ran.display()),
+            ],
+            cwd: dir.clone(),
+            env: Vec::new(),
+            log_path: dir.join("output.log"),
+            warden_exe: "warden".into(),
+            project_root: dir.clone(),
+            timeout: Duration::from_secs(20),
+            kill_after: Duration::from_secs(5),
+            max_log_bytes: None,
+            stdin: None,
+            clean_env: false,
+            pass_env: Vec::new(),
+            started_file: None,
+            stop_file: Some(sessions.join(format!("{sid}.stop"))),
+        };
+        let write = |sid: &str| {
+            let f = sessions.join(format!("{sid}.json"));
+            std::fs::write(&f, serde_json::to_vec(&spec(sid)).unwrap()).unwrap();
+            f
+        };
+        let first = write("s1");
+        std::fs::write(sessions.join("s1.stop"), "").unwrap();
+        assert_eq!(session_run(&first), Ok(STOPPED_BEFORE_START_EXIT));
+        assert!(!ran.exists(), "the program never ran");
+        let files = SessionFiles::beside(&first);
+        assert!(!files.pid.exists() && !files.stop.exists() && !first.exists());
+        let log = std::fs::read_to_string(dir.join("output.log")).unwrap();
+        assert!(
+            log.contains("session s1 was stopped before it started"),
+            "{log}"
+        );
+        assert_eq!(session_run(&write("s2")), Ok(0));
+        assert!(ran.exists(), "without the marker it runs");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A stop leaves the marker before it signals, with no host to signal yet too (its
+    /// sessions folder may not exist yet), and follows no link planted under its name.
+    #[test]
+    fn a_stop_leaves_its_marker_first() {
+        let root = std::env::temp_dir().join(format!("warden-stop-mark-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let ws = Workspace::init(&root, None).unwrap();
+        let id = TaskId::new("t1").unwrap();
+        crate::supervisor::stop_session(&ws, &id, "s1", false);
+        let files = SessionFiles::of(&ws, &id, "s1");
+        assert!(files.stop.is_file(), "{}", files.stop.display());
+        let precious = root.join("precious.txt");
+        std::fs::write(&precious, "keep me").unwrap();
+        let s2 = SessionFiles::of(&ws, &id, "s2");
+        std::os::unix::fs::symlink(&precious, &s2.stop).unwrap();
+        crate::supervisor::stop_session(&ws, &id, "s2", false);
+        assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -357,6 +357,7 @@ impl Step<'_> {
             // A pane says it started (a process session's host names itself instead).
             started_file: (self.opts.mode == Mode::Tmux)
                 .then(|| SessionFiles::of(&eng.ws, id, &session_id).started),
+            stop_file: Some(SessionFiles::of(&eng.ws, id, &session_id).stop),
         };
         let recorded = self.write(id, |t, _| {
             // At most one live session per task: never start one beside another.
@@ -475,6 +476,17 @@ impl Step<'_> {
 /// Stops one session wherever it runs: its host (process mode) or its tmux pane.
 pub fn stop_session(ws: &warden_store::Workspace, id: &TaskId, session: &str, kill: bool) {
     let files = SessionFiles::of(ws, id, session);
+    // The marker first, then the signal: a host (or pane) that has not started its
+    // program yet looks for the marker just before it would, so a stop between the
+    // runner's recording of the session and its start is never lost. `create_new`
+    // follows no link planted under its name.
+    if let Some(dir) = files.stop.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&files.stop);
     if files.pid.exists() {
         host::stop_process(&files, kill);
         return;

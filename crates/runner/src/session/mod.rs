@@ -189,6 +189,13 @@ pub struct SessionSpec {
     /// pid file first thing, which says as much.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_file: Option<PathBuf>,
+    /// A file whose presence says the session was asked to stop before its program
+    /// started (a person's cancel between the runner's recording of the session and its
+    /// start): the host, or the tmux pane, looks for it just before it starts the
+    /// program, and then never starts it. A stop writes it before it signals, so one of
+    /// the two always sees the other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_file: Option<PathBuf>,
 }
 
 impl SessionSpec {
@@ -360,6 +367,7 @@ pub(crate) fn absolutize(spec: &SessionSpec) -> SessionSpec {
         project_root: abs(&spec.project_root),
         stdin: spec.stdin.as_deref().map(abs),
         started_file: spec.started_file.as_deref().map(abs),
+        stop_file: spec.stop_file.as_deref().map(abs),
         ..spec.clone()
     }
 }

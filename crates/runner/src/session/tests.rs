@@ -51,6 +51,7 @@ fn ids_are_checked() {
             clean_env: false,
             pass_env: Vec::new(),
             started_file: None,
+            stop_file: None,
         };
         assert_eq!(check_ids(&spec).is_ok(), ok, "{task:?} {session:?}");
     }

@@ -211,7 +211,8 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
 /// What a pane runs: first the directory that says the session started (its spec's
 /// `started_file`, when it names one: `mkdir`, which makes nothing else and follows no
 /// link an agent may have planted there, where `> file` would truncate the link's
-/// target), then forgets which tmux server it is in (`TMUX`, `TMUX_PANE`: an agent's own
+/// target), then, when its `stop_file` exists (the session was stopped before it
+/// started), ends with 143 without the program, then forgets which tmux server it is in (`TMUX`, `TMUX_PANE`: an agent's own
 /// `tmux` commands, a dev server started in a session or a `tmux kill-server` to clean
 /// up, go to its user's server, not to Warden's, whose other panes are other tasks'
 /// agents), then the program (its input redirected from a
@@ -226,8 +227,9 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
 /// the program has ended, as when the program was the pane's process. The exit code is
 /// the program's; one killed by signal N ends with 128 + N, the code Warden records for
 /// a signal anyway.
-const PANE_SCRIPT: &str = "trap : HUP INT TERM; l=$1 m=$2 i=$3 s=$4; shift 4; \
-    [ -z \"$s\" ] || mkdir \"$s\" 2>/dev/null; unset TMUX TMUX_PANE; if [ -n \"$i\" ]; then \"$@\" < \"$i\"; else \"$@\"; fi; c=$?; \
+const PANE_SCRIPT: &str = "trap : HUP INT TERM; l=$1 m=$2 i=$3 s=$4 k=$5; shift 5; \
+    [ -z \"$s\" ] || mkdir \"$s\" 2>/dev/null; [ -n \"$k\" ] && [ -e \"$k\" ] && exit 143; \
+    unset TMUX TMUX_PANE; if [ -n \"$i\" ]; then \"$@\" < \"$i\"; else \"$@\"; fi; c=$?; \
     printf '\\033]6973;%s\\007' \"$m\" || exit $c; n=0; \
     while [ $n -lt 200 ] && ! tail -c 512 \"$l\" 2>/dev/null | grep -qF \"$m\"; do \
     sleep 0.01; n=$((n + 1)); done; exit $c";
@@ -320,6 +322,7 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
             .as_ref()
             .map_or_else(OsString::new, tmux_arg),
     );
+    args.push(spec.stop_file.as_ref().map_or_else(OsString::new, tmux_arg));
     args.extend(spec.argv.iter().map(tmux_arg));
     let (base, max) = (
         log_base.to_string(),

@@ -195,6 +195,16 @@ impl App {
     }
 }
 
+/// The command that drops `deps` from the `depends_on` of `task`: what `warden status`,
+/// `plan next` and the run's idle line tell a person to run.
+pub fn drop_command(task: &TaskId, deps: &[&TaskId]) -> String {
+    let mut cmd = format!("warden task edit {task}");
+    for d in deps {
+        cmd.push_str(&format!(" --drop-depends-on {d}"));
+    }
+    cmd
+}
+
 fn ids(given: &[String]) -> Result<Vec<TaskId>> {
     given.iter().map(|s| crate::task_id(s)).collect()
 }

@@ -272,10 +272,6 @@ impl App {
                 .filter(|d| cancelled.binary_search(d).is_ok())
                 .collect();
             let names: Vec<String> = on.iter().map(|d| format!("{d} (cancelled)")).collect();
-            let drops: String = on
-                .iter()
-                .map(|d| format!(" --drop-depends-on {d}"))
-                .collect();
             out.push(NeedsYou {
                 id: h.id.clone(),
                 title: h.title.clone(),
@@ -291,7 +287,7 @@ impl App {
                         "remove {} from depends_on in {file}, then warden plan sync",
                         on.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
                     ),
-                    None => format!("warden task edit {}{drops}", h.id),
+                    None => crate::edit::drop_command(&h.id, &on),
                 }],
             });
         }

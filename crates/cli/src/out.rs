@@ -58,7 +58,7 @@ pub fn waited_on(id: &TaskId, status: Option<Status>) -> String {
 /// The command that drops `dep` from the `depends_on` of `from`, quoted as a person
 /// copies it.
 pub fn drop_dependency(from: &TaskId, dep: &TaskId) -> String {
-    format!("`warden task edit {from} --drop-depends-on {dep}`")
+    format!("`{}`", warden_app::edit::drop_command(from, &[dep]))
 }
 
 /// A status, coloured for a terminal.

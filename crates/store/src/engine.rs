@@ -989,9 +989,6 @@ pub fn check_deadlock<'a>(
 /// and `plan import` (`plan sync` keeps a `.planning/` tree's shape: what lands under a
 /// cancelled phase is cancelled with it for `warden run` and `plan next`).
 pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
-    let prev = prev
-        .iter()
-        .map(|t| (t.id(), (t.spec.parent.as_ref(), t.status())));
     let placed: Vec<&Task> = batch
         .changes
         .iter()
@@ -1005,16 +1002,33 @@ pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
     if placed.is_empty() {
         return None;
     }
-    let tasks = overlaid(prev, batch, |t| (t.spec.parent.as_ref(), t.status()));
+    // The batch's tasks as they will be (a removed one: gone), else the stored one
+    // (`prev` is in id order): only the ancestors of what the batch places are looked
+    // up, so a `task create` pays no map of the whole tree.
+    let batch_tasks: std::collections::HashMap<&TaskId, Option<&Task>> = batch
+        .changes
+        .iter()
+        .filter_map(|ch| match (&ch.before, &ch.after) {
+            (_, Some(a)) => Some((a.id(), Some(a))),
+            (Some(b), None) => Some((b.id(), None)),
+            (None, None) => None,
+        })
+        .collect();
+    let find = |id: &TaskId| match batch_tasks.get(id) {
+        Some(t) => *t,
+        None => prev
+            .binary_search_by(|t| t.id().cmp(id))
+            .ok()
+            .map(|k| &prev[k]),
+    };
     for t in placed {
         let mut up = t.spec.parent.as_ref();
         for _ in 0..=warden_core::tree::MAX_DEPTH {
-            let Some(p) = up else { break };
-            let Some(&(parent, status)) = tasks.get(p) else {
+            let Some(a) = up.and_then(&find) else {
                 break;
             };
-            if status == Status::Cancelled {
-                let under = t.spec.parent.as_ref().unwrap_or(p);
+            if a.status() == Status::Cancelled {
+                let (p, under) = (a.id(), t.spec.parent.as_ref().unwrap_or(a.id()));
                 let which = if under == p {
                     format!("{p} is cancelled")
                 } else {
@@ -1025,7 +1039,7 @@ pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
                     t.id()
                 ));
             }
-            up = parent;
+            up = a.spec.parent.as_ref();
         }
     }
     None

@@ -346,6 +346,7 @@ impl App {
             })
         })?;
         let decision = decision.unwrap_or_default();
+        let onto_cancelled = decision.order_edges_onto_cancelled;
         let mut notes = decision.notes;
         let mut finished = Vec::new();
         for f in &decision.finish {
@@ -407,7 +408,10 @@ impl App {
             created,
             updated: changed,
             finished_outside: finished,
-            edges: wanted.edges,
+            edges: gsd::sync::Edges {
+                onto_cancelled,
+                ..wanted.edges
+            },
             notes,
             warnings,
         })

@@ -271,6 +271,12 @@ fn print_synced(g: &Global, s: &warden_app::plan::Synced, watching: bool) {
         "  order: {} declared, {} wave, {} one-by-one and {} phase-order dependencies\n",
         e.declared, e.wave, e.sequence, e.phase
     ));
+    if e.onto_cancelled > 0 {
+        text.push_str(&format!(
+            "  not kept: {} order dependencies onto cancelled plans\n",
+            e.onto_cancelled
+        ));
+    }
     if !s.phases_without_plans.is_empty() {
         text.push_str(&format!(
             "  phases without plans (no task until they have one): {}\n",

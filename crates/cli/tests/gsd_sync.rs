@@ -674,6 +674,9 @@ fn a_cancelled_phase_stays_cancelled_and_the_next_phase_goes_on() {
     ws.write(".planning/phases/01-a/01-02-PLAN.md", PLAN);
     let v = ws.json(&["plan", "sync"]);
     assert_eq!(notes(&v, "phase_cancelled"), ["01-02"], "{v}");
+    // The report counts the order edges it did not keep: 02-01 after 01-01 and 01-02.
+    assert_eq!(v["edges"]["phase"], 2, "{v}");
+    assert_eq!(v["edges"]["onto_cancelled"], 2, "{v}");
     assert_eq!(ws.status("01-02"), "cancelled");
     assert_eq!(ws.show(&phase)["status"], "cancelled");
     assert_eq!(ws.show("02-01")["depends_on"], serde_json::json!([]));
@@ -683,7 +686,13 @@ fn a_cancelled_phase_stays_cancelled_and_the_next_phase_goes_on() {
         ".planning/phases/02-b/02-02-PLAN.md",
         "---\ndepends_on: [01-01]\n---\n<objective>\nNeeds 01-01.\n</objective>\n",
     );
-    ws.ok(&["plan", "sync"]);
+    let o = ws.ok(&["plan", "sync"]);
+    assert!(
+        // 02-01 after 01-01 and 01-02, 02-02 after 01-02 (it declares 01-01 itself).
+        text(&o.stdout).contains("  not kept: 3 order dependencies onto cancelled plans\n"),
+        "{}",
+        text(&o.stdout)
+    );
     assert_eq!(ws.show("02-02")["depends_on"], serde_json::json!(["01-01"]));
     let status = ws.json(&["status"]);
     assert_eq!(status["needs_you"][0]["id"], "02-02", "{status}");

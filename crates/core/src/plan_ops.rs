@@ -213,6 +213,9 @@ pub struct SyncDecision {
     pub finish: Vec<FinishOutside>,
     /// What was left alone, and why.
     pub notes: Vec<SyncNote>,
+    /// Edges of GSD's order (one-by-one, phase after phase) onto plans that are
+    /// cancelled, which sync does not keep.
+    pub order_edges_onto_cancelled: usize,
 }
 
 /// The reason recorded when sync moves a plan finished outside Warden to `done`.
@@ -291,8 +294,10 @@ pub fn planning_sync(
         let mut spec = w.spec.clone();
         // Dependencies on tasks sync does not own would tie its plans to a person's tasks.
         spec.depends_on.retain(|d| !skipped.contains(d));
+        let before = spec.depends_on.len();
         spec.depends_on
             .retain(|d| !(gone.contains(d) && w.order_edges.contains(d)));
+        out.order_edges_onto_cancelled += before - spec.depends_on.len();
         let summary = w.summary.clone().unwrap_or_default();
         let evidence = w
             .summary_digest

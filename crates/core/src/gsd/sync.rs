@@ -81,6 +81,9 @@ pub struct Edges {
     pub phase: usize,
     /// Added edges dropped because they would close a cycle.
     pub dropped: usize,
+    /// Of the one-by-one and phase-order edges, those onto cancelled plans: not kept
+    /// (GSD's order does not wait for a plan a person cancelled).
+    pub onto_cancelled: usize,
 }
 
 /// What `plan sync` wants the store to hold.
@@ -473,7 +476,8 @@ mod tests {
                 wave: 2,
                 sequence: 2,
                 phase: 6,
-                dropped: 0
+                dropped: 0,
+                onto_cancelled: 0
             }
         );
     }

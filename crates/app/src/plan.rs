@@ -143,9 +143,21 @@ impl App {
             if problems.is_empty() {
                 for n in &plan.tasks {
                     let spec = n.to_spec(&self.eng.config.limits);
+                    let cancelled = match n.status {
+                        None => false,
+                        Some(Status::Cancelled) => true,
+                        Some(s) => {
+                            problems.push(format!(
+                                "task {}: status {s} is not imported; a task starts pending, done with passes: true, stuck with attempts at max_attempts (only status: cancelled is taken)",
+                                n.id
+                            ));
+                            continue;
+                        }
+                    };
                     let initial = Initial {
                         passes: n.passes.unwrap_or(false),
                         attempts: n.attempts.unwrap_or(0),
+                        cancelled,
                     };
                     match ops::create(spec, initial, &self.ctx(source)) {
                         Ok(c) => changes.push(c),

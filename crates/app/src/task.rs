@@ -398,6 +398,13 @@ impl App {
                 shown.join(", ")
             )));
         }
+        // A group whose tasks are all done is done: there is nothing left to stop, and a
+        // cancel would turn finished work into a cancelled group in every view.
+        if self.groups()?.derived.get(id).map(|d| d.0) == Some(Status::Done) {
+            return Err(Failure::refused(format!(
+                "{id} is done: every task in it is done, so there is nothing to cancel"
+            )));
+        }
         let below = self.eng.store.descendants(id)?;
         let ids: Vec<TaskId> = below.iter().map(|h| h.id.clone()).collect();
         let groups = self.eng.store.groups_among(&ids)?;

@@ -329,6 +329,179 @@ fn export_round_trips_through_import() {
     b.check_ok();
 }
 
+/// What a person cancelled stays cancelled through export and import (before, it came
+/// back pending in the new store, and its agent ran); any other `status` in an import
+/// file is refused rather than dropped without a word.
+#[test]
+fn a_cancelled_task_survives_export_and_import_and_other_statuses_are_refused() {
+    let a = Workspace::new("export-cancelled");
+    a.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"g"},{"id":"done1","parent":"g","passes":true},{"id":"open","parent":"g"},
+            {"id":"drop"},{"id":"keep"}]}"#,
+    );
+    a.ok(&["task", "cancel", "g"]);
+    a.ok(&["task", "cancel", "drop"]);
+    let exported = export(&a);
+    let status_of = |v: &Value, id: &str| {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status_of(&exported, "g"), "cancelled");
+    assert_eq!(status_of(&exported, "open"), "cancelled");
+    assert_eq!(
+        status_of(&exported, "done1"),
+        Value::Null,
+        "only cancelled is written"
+    );
+    let b = Workspace::new("import-cancelled");
+    let o = b.run_stdin(&["plan", "import", "-"], &exported.to_string());
+    assert_eq!(
+        crate::common::code(&o),
+        0,
+        "{}",
+        crate::common::describe(&["plan", "import"], &o)
+    );
+    for (id, status) in [
+        ("g", "cancelled"),
+        ("done1", "done"),
+        ("open", "cancelled"),
+        ("drop", "cancelled"),
+        ("keep", "pending"),
+    ] {
+        assert_eq!(b.show(id)["status"], status, "{id}");
+    }
+    assert_eq!(
+        export(&b),
+        exported,
+        "export → import → export is the identity"
+    );
+    b.check_ok();
+    // Other statuses: refused, one line, nothing stored.
+    let c = Workspace::new("import-status");
+    let before = c.history().len();
+    let o = c.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"y","status":"done"}]}"#,
+    );
+    assert_eq!(crate::common::code(&o), 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: - was not imported (1 problem): task y: status done is not imported; a task starts pending, done with passes: true, stuck with attempts at max_attempts (only status: cancelled is taken)"
+    );
+    let o = c.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"y","status":"cancelled","passes":true}]}"#,
+    );
+    assert_eq!(crate::common::code(&o), 1);
+    assert!(
+        err_line(&o)
+            .contains("task y has passes: true (done) and status: cancelled; keep one of them"),
+        "{}",
+        err_line(&o)
+    );
+    // An open task under a cancelled one is refused, as `task create` refuses it.
+    let o = c.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"cg","status":"cancelled"},{"id":"x","parent":"cg"}]}"#,
+    );
+    assert_eq!(crate::common::code(&o), 1);
+    assert!(
+        err_line(&o).contains("task x cannot go under cg: cg is cancelled"),
+        "{}",
+        err_line(&o)
+    );
+    assert_eq!(c.history().len(), before);
+    c.check_ok();
+}
+
+/// `plan apply` keeps the tree's rules that `task create` and `task edit` keep: nothing
+/// moved under a cancelled task, and no done or retry on a group (its passes come from
+/// its tasks: before, `--selected GROUP --status done --guard pass` listed the group in
+/// `passes_set` and stored nothing that meant it).
+#[test]
+fn apply_moves_nothing_under_a_cancelled_task_and_takes_no_verdict_on_a_group() {
+    let ws = Workspace::new("apply-cancelled");
+    ws.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"cg"},{"id":"x","parent":"cg"},{"id":"w"},{"id":"s"},
+            {"id":"g"},{"id":"a","parent":"g"}]}"#,
+    );
+    ws.ok(&["task", "cancel", "cg"]);
+    let before = ws.history().len();
+    let moved = write_tree(&ws, "moved.json", |nodes| {
+        node(nodes, "w")["parent"] = json!("cg");
+    });
+    let o = ws.expect(
+        &[
+            "plan",
+            "apply",
+            &moved,
+            "--selected",
+            "s",
+            "--status",
+            "retry",
+        ],
+        1,
+    );
+    assert_eq!(
+        err_line(&o),
+        "refused: task w cannot go under cg: cg is cancelled, and nothing under a cancelled task runs; give it another parent"
+    );
+    let same = write_tree(&ws, "same.json", |_| {});
+    let o = ws.expect(
+        &[
+            "plan",
+            "apply",
+            &same,
+            "--selected",
+            "g",
+            "--status",
+            "done",
+            "--guard",
+            "pass",
+        ],
+        1,
+    );
+    assert_eq!(
+        err_line(&o),
+        "refused: selected task g is a group: its status and passes come from the tasks in it (a); select one of them, or use --status decomposed to add tasks under it"
+    );
+    ws.expect(
+        &[
+            "plan",
+            "apply",
+            &same,
+            "--selected",
+            "g",
+            "--status",
+            "retry",
+        ],
+        1,
+    );
+    assert_eq!(ws.history().len(), before, "nothing stored");
+    // Adding a task under the group still works.
+    let more = write_tree(&ws, "more.json", |nodes| {
+        nodes.push(json!({"id": "b", "parent": "g"}));
+    });
+    ws.ok(&[
+        "plan",
+        "apply",
+        &more,
+        "--selected",
+        "g",
+        "--status",
+        "decomposed",
+    ]);
+    assert_eq!(ws.show("b")["status"], "pending");
+    ws.check_ok();
+}
+
 #[test]
 fn show_prints_the_tree() {
     let ws = Workspace::new("show");

@@ -1622,6 +1622,53 @@ fn a_groups_cancel_cancels_what_is_inside_it_and_nothing_under_it_runs() {
     ws.check_ok();
 }
 
+/// A group a person cancelled is cancelled in every view, even when a task in it was
+/// done before: `task list`, `task show`, `plan export` and STATE.md agree (before, the
+/// list and show said done and passing, the export said not passing). A group whose
+/// tasks are all done has nothing to cancel, and its cancel is refused.
+#[test]
+fn a_cancelled_group_is_cancelled_in_every_view_and_a_done_one_is_not_cancelled() {
+    let ws = Workspace::new("group-cancel-views");
+    ws.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"g"},{"id":"a","parent":"g","passes":true},{"id":"b","parent":"g"},
+            {"id":"h"},{"id":"c","parent":"h","passes":true}]}"#,
+    );
+    assert_eq!(ws.show("h")["status"], "done");
+    let before = ws.history().len();
+    let o = ws.expect(&["task", "cancel", "h"], 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: h is done: every task in it is done, so there is nothing to cancel"
+    );
+    assert_eq!(ws.history().len(), before);
+    let v = ws.json(&["task", "cancel", "g"]);
+    assert_eq!(v["cancelled_inside"], serde_json::json!(["b"]));
+    let g = ws.show("g");
+    assert_eq!(
+        (&g["status"], &g["passes"]),
+        (&"cancelled".into(), &false.into())
+    );
+    let listed = ws.tasks();
+    let g = listed.iter().find(|t| t["id"] == "g").unwrap();
+    assert_eq!(
+        (&g["status"], &g["passes"]),
+        (&"cancelled".into(), &false.into())
+    );
+    let export = ws.json(&["plan", "export"]);
+    let g = export["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "g")
+        .unwrap();
+    assert_eq!(g["passes"], false);
+    let state = text(&ws.ok(&["state"]).stdout);
+    assert!(state.contains("| g | Cancelled | 1/1 |"), "{state}");
+    assert!(state.contains("| h | Complete | 1/1 |"), "{state}");
+    ws.check_ok();
+}
+
 #[test]
 fn a_task_waiting_for_a_cancelled_one_needs_you_with_the_edit_that_frees_it() {
     let ws = Workspace::new("blocked-for-ever");

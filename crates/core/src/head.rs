@@ -150,10 +150,16 @@ impl ChildTally {
         }
     }
 
-    /// The group's status and `passes`: done when every counted child is done, stuck
-    /// when one is stuck, working once one has started, pending before; cancelled when
-    /// no child counts. It passes when it has a counted child and every one passes.
-    pub fn derived(&self) -> (Status, bool) {
+    /// The status and `passes` of a group whose own stored status is `own`: cancelled
+    /// when a person cancelled the group itself (whatever its tasks reached: the
+    /// decision was to stop it), else done when every counted child is done, stuck when
+    /// one is stuck, working once one has started, pending before; cancelled when no
+    /// child counts. It passes when it is not cancelled, has a counted child and every
+    /// one passes.
+    pub fn derived(&self, own: Status) -> (Status, bool) {
+        if own == Status::Cancelled {
+            return (Status::Cancelled, false);
+        }
         let status = if self.counted == 0 {
             Status::Cancelled
         } else if self.done == self.counted {
@@ -237,7 +243,7 @@ pub fn derive_groups(
     let mut ready: Vec<usize> = (0..groups.len()).filter(|&i| waiting[i] == 0).collect();
     let mut out = BTreeMap::new();
     while let Some(i) = ready.pop() {
-        let derived = counts[i].derived();
+        let derived = counts[i].derived(groups[i].2);
         out.insert(groups[i].0.clone(), derived);
         if let Some(p) = up[i] {
             let (_, _, status, passes) = groups[i];
@@ -252,7 +258,7 @@ pub fn derive_groups(
     // Groups on a parent cycle (which the store never holds) keep their own counts.
     for (i, g) in groups.iter().enumerate() {
         out.entry(g.0.clone())
-            .or_insert_with(|| counts[i].derived());
+            .or_insert_with(|| counts[i].derived(g.2));
     }
     out
 }

@@ -311,6 +311,9 @@ pub struct Initial {
     pub passes: bool,
     /// `attempts`.
     pub attempts: u32,
+    /// Created cancelled: a person's import of a plan that dropped the task
+    /// (`plan export` writes `"status": "cancelled"` for it).
+    pub cancelled: bool,
 }
 
 impl Initial {
@@ -319,10 +322,12 @@ impl Initial {
     pub const NEW: Initial = Initial {
         passes: false,
         attempts: 0,
+        cancelled: false,
     };
 }
 
-/// `task create` / import: a new task. A task imported with `passes: true` starts done.
+/// `task create` / import: a new task. A task imported with `passes: true` starts done,
+/// one with `attempts` at `max_attempts` stuck, one with `status: cancelled` cancelled.
 pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
     // New ids must name a branch (`warden/<id>`); ids stored before this rule still load.
     if let Some(why) = spec.id.branch_problem() {
@@ -335,7 +340,15 @@ pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change,
     let attempts = initial.attempts.min(spec.max_attempts);
     // An import that moves an old plan over may say a task used up its attempts: it is
     // stuck, as `plan next` and the supervisor read it, and `task retry` runs it again.
-    let status = if initial.passes {
+    let status = if initial.cancelled {
+        if initial.passes {
+            return Err(Refusal::InvalidSpec(format!(
+                "task {} has passes: true (done) and status: cancelled; keep one of them",
+                spec.id
+            )));
+        }
+        Status::Cancelled
+    } else if initial.passes {
         Status::Done
     } else if attempts >= spec.max_attempts {
         Status::Stuck

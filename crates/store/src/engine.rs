@@ -998,6 +998,9 @@ pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
             _ => None,
         })
         .filter(|a| a.spec.parent.is_some())
+        // A finished task is no open work: an exported plan's done or cancelled tasks
+        // under a cancelled group import as they were.
+        .filter(|a| !a.status().is_terminal())
         .collect();
     if placed.is_empty() {
         return None;

@@ -217,7 +217,7 @@ impl Board {
         for &i in self.dfs.iter().rev() {
             let node = &mut self.nodes[i as usize];
             if !node.leaf {
-                node.shown = tallies[i as usize].derived();
+                node.shown = tallies[i as usize].derived(node.head.status);
             }
             let (shown, parent) = (node.shown, node.parent);
             if parent != NONE {

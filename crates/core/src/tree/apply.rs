@@ -206,6 +206,34 @@ pub enum ApplyError {
         /// The parent in the file.
         to: Option<TaskId>,
     },
+    /// `done` or `retry` on a group: a group's `passes` and status come from its tasks
+    /// (seed 000's derived passes), so the table's change would be undone or mean
+    /// nothing (attempts of a group are never spent).
+    #[error(
+        "selected task {id} is a group: its status and passes come from the tasks in it ({}); select one of them, or use --status decomposed to add tasks under it",
+        Joined(.children)
+    )]
+    SelectedGroup {
+        /// The selected task.
+        id: TaskId,
+        /// Its stored children (the first few).
+        children: Vec<TaskId>,
+    },
+    /// A new or moved node under a cancelled task: nothing under a cancelled task ever
+    /// starts, so it could never be done (as `task create`, `task edit` and `plan
+    /// import` refuse).
+    #[error(
+        "task {id} cannot go under {parent}: {}, and nothing under a cancelled task runs; give it another parent",
+        Which(.parent, .cancelled)
+    )]
+    UnderCancelled {
+        /// The task placed.
+        id: TaskId,
+        /// Its parent in the file.
+        parent: TaskId,
+        /// The cancelled task at or above that parent.
+        cancelled: TaskId,
+    },
     /// A node that has passed has different user-owned fields (or new children).
     #[error("task {id} has passed and cannot change ({}); restore it as it was", .fields.join(", "))]
     PassedChanged {
@@ -228,6 +256,20 @@ impl From<ApplyError> for crate::failure::Failure {
 }
 
 struct Joined<'a, T>(&'a [T]);
+
+/// "p is cancelled", or "c, which holds p, is cancelled".
+struct Which<'a>(&'a TaskId, &'a TaskId);
+
+impl fmt::Display for Which<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Which(parent, cancelled) = *self;
+        if parent == cancelled {
+            write!(f, "{parent} is cancelled")
+        } else {
+            write!(f, "{cancelled}, which holds {parent}, is cancelled")
+        }
+    }
+}
 
 impl<T: fmt::Display> fmt::Display for Joined<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -409,6 +451,28 @@ pub fn apply_state_updates<S: StoredTask>(
         });
     }
     new_children.sort();
+    // Done and retry on a group (a node with children in the store, kept under it by the
+    // file) would change what its children decide.
+    if matches!(status, AgentStatus::Done | AgentStatus::Retry) {
+        let stored_children: Vec<TaskId> = forest
+            .children(sel)
+            .iter()
+            .filter(|&&c| match prev_of[c as usize] {
+                NONE => false,
+                pi => prev[pi as usize]
+                    .spec()
+                    .is_none_or(|s| s.parent.as_ref() == Some(selected)),
+            })
+            .take(5)
+            .map(|&c| next[pos[c as usize] as usize].id.clone())
+            .collect();
+        if !stored_children.is_empty() {
+            return Err(ApplyError::SelectedGroup {
+                id: selected.clone(),
+                children: stored_children,
+            });
+        }
+    }
     match status {
         AgentStatus::Decomposed if new_children.is_empty() => {
             return Err(ApplyError::DecomposedWithoutChildren(selected.clone()));
@@ -481,6 +545,36 @@ pub fn apply_state_updates<S: StoredTask>(
     }
     if let Some((_, err)) = refusal {
         return Err(err);
+    }
+    // Nothing new or moved under a cancelled task: parents come before children in
+    // `pre`, so each node knows the nearest cancelled task above it.
+    let mut cancelled_above: Vec<u32> = vec![NONE; n];
+    for &i in &pre {
+        let here = if state[i].0 == Status::Cancelled {
+            i as u32
+        } else {
+            cancelled_above[i]
+        };
+        for &c in forest.children(i) {
+            cancelled_above[c as usize] = here;
+        }
+    }
+    let placed_under_cancelled = (0..n)
+        .filter(|&i| cancelled_above[i] != NONE && !state[i].0.is_terminal())
+        .filter(|&i| match prev_of[i] {
+            NONE => true,
+            pi => prev[pi as usize]
+                .spec()
+                .is_some_and(|s| s.parent != at(i).spec.parent),
+        })
+        .min_by(|&a, &b| at(a).spec.id.cmp(&at(b).spec.id));
+    if let Some(i) = placed_under_cancelled {
+        let node = &at(i).spec;
+        return Err(ApplyError::UnderCancelled {
+            id: node.id.clone(),
+            parent: node.parent.clone().unwrap_or_else(|| node.id.clone()),
+            cancelled: at(cancelled_above[i] as usize).spec.id.clone(),
+        });
     }
     let mut removed: Vec<TaskId> = prev
         .iter()

@@ -159,7 +159,8 @@ impl Forest {
 /// Recomputes every parent's `passes` bottom-up over `preorder` (children before
 /// parents): a parent passes when it has at least one non-cancelled child and every
 /// non-cancelled child passes. Cancelled children count neither as open nor as passed,
-/// so a parent whose children are all cancelled does not pass. Leaves keep their value.
+/// so a parent whose children are all cancelled does not pass, nor does a parent that is
+/// cancelled itself. Leaves keep their value.
 /// Returns the parents that went from `false` to `true`.
 pub(crate) fn derive_in_place(
     forest: &Forest,
@@ -182,7 +183,8 @@ pub(crate) fn derive_in_place(
             counted += 1;
             all &= passes[c];
         }
-        let derived = counted > 0 && all;
+        // A group a person cancelled does not pass (`head::ChildTally::derived`).
+        let derived = counted > 0 && all && status(i) != Status::Cancelled;
         if derived && !passes[i] {
             became_true.push(i);
         }
@@ -352,7 +354,7 @@ fn derive_groups(forest: &Forest, tasks: &[Task]) -> Vec<(Status, bool)> {
             let (status, passes) = out[c];
             tally.add(status, passes, 1);
         }
-        out[i] = tally.derived();
+        out[i] = tally.derived(tasks[i].status());
     }
     out
 }

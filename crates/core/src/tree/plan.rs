@@ -25,7 +25,8 @@ pub struct PlanFile {
 /// `work`, `prechecks` and `postchecks` accept a plain string (a shell command) or a
 /// [`WorkSpec`] object (`{"shell": ..}`, `{"process": [..]}`, `{"agent": ..}`);
 /// `agent: "text"` is shorthand for `work: {"agent": "text"}`. `passes`, `attempts` and
-/// `status` are runner-owned: import may set the first two, `plan apply` ignores all three.
+/// `status` are runner-owned: import may set the first two and `status: cancelled` (a
+/// person's decision that export keeps), `plan apply` ignores all three.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanNode {
@@ -72,7 +73,9 @@ pub struct PlanNode {
     /// Runner-owned: failed attempts. Import may set it; `plan apply` restores it.
     #[serde(default)]
     pub attempts: Option<u32>,
-    /// Runner-owned: never exported; a value written here is ignored and recorded.
+    /// Runner-owned: exported only as `cancelled` (which import takes, so a plan moved to
+    /// another store keeps what a person dropped); `plan apply` ignores and records a
+    /// value written here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Status>,
     /// Free text: instructions and context.
@@ -108,7 +111,8 @@ impl PlanNode {
 
     /// The export shape of a task: shell work as a plain string, process work as an
     /// object, agent work as `agent`; runner-owned `passes` and `attempts` included,
-    /// `status` left out (it is not part of the flat shape).
+    /// `status` only for a cancelled task (the rest follows from `passes` and
+    /// `attempts`).
     pub fn from_task(task: &Task) -> PlanNode {
         let spec = &task.spec;
         let (work, agent) = match &spec.spec.work {
@@ -129,7 +133,7 @@ impl PlanNode {
             workflow: Some(spec.workflow),
             passes: Some(task.passes()),
             attempts: Some(task.attempts()),
-            status: None,
+            status: (task.status() == Status::Cancelled).then_some(Status::Cancelled),
             body: (!spec.body.is_empty()).then(|| spec.body.clone()),
             preset: spec.preset,
         }

@@ -227,6 +227,24 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         &["plan", "import", "nul.json"],
         "task n1: the title contains a NUL character (\\u0000)",
     );
+    // A title is one line of plain text: a line break would split every table's row,
+    // an escape would reach the terminal of whoever lists the tasks.
+    ws.write(
+        "lines.json",
+        r#"{"tasks": [{"id": "n2", "title": "two\nlines"}]}"#,
+    );
+    refused(
+        &["plan", "import", "lines.json"],
+        "task n2: the title contains the control character '\\n'; a title is one line of plain text: put the rest in the body",
+    );
+    refused(
+        &["task", "create", "n3", "--title", "e\u{1b}[31mred"],
+        "task n3: the title contains the control character '\\u{1b}'",
+    );
+    refused(
+        &["task", "edit", "m", "--title", "a\tb"],
+        "task m: the title contains the control character '\\t'",
+    );
     ws.write("delta.json", r#"{"decisions": ["fine", "a\u0000"]}"#);
     refused(
         &["memory", "merge", "m", "delta.json"],

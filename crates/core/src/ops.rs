@@ -450,6 +450,14 @@ pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
             spec.id
         )));
     }
+    // A title is one line in every table, list and STATE.md row; a line break would
+    // split the row and an escape would reach the person's terminal.
+    if let Some(c) = spec.title.chars().find(|c| c.is_control()) {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {}: the title contains the control character {:?}; a title is one line of plain text: put the rest in the body",
+            spec.id, c
+        )));
+    }
     if spec.parent.as_ref() == Some(&spec.id) {
         return Err(Refusal::InvalidSpec(format!(
             "task {} cannot be its own parent",

@@ -247,7 +247,7 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
             continue;
         };
         let mut spec = TaskSpec::new(phase_id.clone(), WorkflowKind::Review, max_attempts);
-        spec.title = phase.title.clone();
+        set_title(&mut spec, &phase.title);
         spec.order = *pi as i64;
         spec.origin = Some(Box::new(origin(place, &phase.dir)));
         tasks.push(Wanted {
@@ -265,7 +265,7 @@ pub fn plan(tree: &PlanningTree, place: &Place, max_attempts: u32) -> SyncPlan {
                 continue;
             };
             let mut spec = TaskSpec::new(id, WorkflowKind::Review, max_attempts);
-            spec.title = p.title.clone();
+            set_title(&mut spec, &p.title);
             spec.parent = Some(phase_id.clone());
             spec.order = (i - range.start) as i64;
             let ids_of = |only_added: bool| -> Vec<TaskId> {
@@ -405,6 +405,24 @@ fn sections(work: &PlanWork) -> Vec<(&'static str, &str)> {
 /// The plans of `tree` by id, for lookups.
 pub fn plans_by_id(tree: &PlanningTree) -> BTreeMap<&str, &Plan> {
     tree.plans().map(|p| (p.id.as_str(), p)).collect()
+}
+
+/// Sets a task's title from a name in the files, as one line of plain text
+/// (`ops::validate_spec`) whatever a directory or heading held (a DEL, a line break);
+/// one with nothing else keeps the id.
+fn set_title(spec: &mut TaskSpec, title: &str) {
+    let t = if title.chars().any(char::is_control) {
+        title
+            .replace(|c: char| c.is_control(), " ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    } else {
+        title.to_owned()
+    };
+    if !t.trim().is_empty() {
+        spec.title = t;
+    }
 }
 
 #[cfg(test)]

@@ -859,7 +859,10 @@ pub fn is_real_title(t: &str) -> bool {
 /// `(INSERTED)` marker and a `Plan 04-01:` / `Phase 23 Plan 01:` prefix dropped (the id
 /// already says it), ` - Execution Plan` dropped, cut to [`MAX_TITLE_CHARS`].
 pub fn clean_title(raw: &str) -> String {
-    let mut t = strip_markdown(raw);
+    // A task's title is one line of plain text (`ops::validate_spec`): a control
+    // character in a heading becomes a space.
+    let raw = raw.replace(|c: char| c.is_control(), " ");
+    let mut t = strip_markdown(&raw);
     for marker in ["(INSERTED)", "[INSERTED]", "(inserted)", "[inserted]"] {
         t = t.replace(marker, "");
     }
@@ -1037,6 +1040,8 @@ npm i
     #[test]
     fn titles_are_cleaned() {
         assert_eq!(clean_title("Plan 04-01: Streamlit MVP"), "Streamlit MVP");
+        // A title is one line of plain text (`ops::validate_spec` refuses the rest).
+        assert_eq!(clean_title("Red \u{1b}[31mAlert\u{7}"), "Red [31mAlert");
         assert_eq!(
             clean_title("Phase 23 Plan 01: Confidence Calibration"),
             "Confidence Calibration"

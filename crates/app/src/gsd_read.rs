@@ -137,15 +137,16 @@ pub fn list_planning(dir: &Path, limits: &ReadLimits) -> Result<Listing, Failure
                 }
             } else if ft.is_symlink() {
                 walk.symlink(&path, &child, &name);
-            } else if is_markdown(&name) {
-                let text = walk.read(&abs, &path, &child, meta.len());
-                walk.out.files.push((child, text));
             } else if !ft.is_file() {
+                // Not listed: a FIFO named like a plan is no plan.
                 walk.warn(
                     WarningKind::NotRegular,
                     &child,
-                    "not a regular file (a FIFO, socket or device); not opened",
+                    "not a regular file (a FIFO, socket or device); not opened, not imported",
                 );
+            } else if is_markdown(&name) {
+                let text = walk.read(&abs, &path, &child, meta.len());
+                walk.out.files.push((child, text));
             }
         }
         // Reversed so the stack pops them in name order.
@@ -220,16 +221,13 @@ impl Walk {
                 rel,
                 "a symbolic link to something that is not a regular file; not followed",
             ),
-            (false, _, _) => {
-                self.warn(
-                    WarningKind::Symlink,
-                    rel,
-                    "a symbolic link out of the planning directory (or dangling); refused",
-                );
-                if is_markdown(name) {
-                    self.out.files.push((rel.to_owned(), None));
-                }
-            }
+            // Not listed at all: a plan linked out of the tree is no plan (its task would
+            // send an agent to a file Warden refused to read), a SUMMARY no evidence.
+            (false, _, _) => self.warn(
+                WarningKind::Symlink,
+                rel,
+                "a symbolic link out of the planning directory (or dangling); refused, not imported",
+            ),
         }
     }
 
@@ -389,7 +387,8 @@ mod tests {
         .unwrap();
         let l = list_planning(&planning, &ReadLimits::default()).unwrap();
         let get = |p: &str| l.files.iter().find(|(x, _)| x == p).map(|(_, t)| t.clone());
-        assert_eq!(get("phases/01-a/01-02-PLAN.md"), Some(None), "link out");
+        // Refused files are not listed: no plan, no task for an agent to be sent to.
+        assert_eq!(get("phases/01-a/01-02-PLAN.md"), None, "link out");
         assert_eq!(
             get("phases/01-a/01-04-PLAN.md"),
             Some(Some("# In tree\n".to_owned())),
@@ -400,7 +399,7 @@ mod tests {
         assert!(k.contains(&(WarningKind::Symlink, "phases/01-a/01-02-PLAN.md".into())));
         assert!(k.contains(&(WarningKind::Symlink, "phases/02-linked".into())));
         assert!(k.contains(&(WarningKind::Symlink, "loop".into())));
-        assert_eq!(get("phases/01-a/01-03-PLAN.md"), Some(None));
+        assert_eq!(get("phases/01-a/01-03-PLAN.md"), None, "a FIFO");
         assert!(
             k.contains(&(WarningKind::NotRegular, "phases/01-a/01-03-PLAN.md".into())),
             "{k:?}"

@@ -605,6 +605,8 @@ fn sync_refuses_symlinks_out_of_the_planning_directory() {
     }
     let all = serde_json::to_string(&ws.tasks()).unwrap();
     assert!(!all.contains("SECRET"), "nothing from outside was read");
+    // A refused plan is no plan: no task sends an agent to it.
+    assert_eq!(ws.run(&["task", "show", "01-02"]).status.code(), Some(3));
     assert_eq!(
         ws.status("01-01"),
         "pending",
@@ -715,6 +717,99 @@ fn a_cancelled_phase_stays_cancelled_and_the_next_phase_goes_on() {
     ws.ok(&["plan", "sync"]);
     assert_eq!(ws.show("02-02")["depends_on"], serde_json::json!(["01-01"]));
     // Syncing again changes nothing.
+    assert_eq!(ws.json(&["plan", "sync"])["changed"], 0);
+    ws.check_ok();
+}
+
+/// A plan file or phase directory that is gone takes its task with it when nobody
+/// started it (the files are the truth: no agent is sent to a plan that no longer
+/// exists, and a phase left with no plan is not run as a leaf), and brings it back when
+/// it returns. A task someone holds, or that a kept task lies under, stays with a note.
+/// Before, every gone task stayed pending: removing a phase and renumbering the next
+/// one made `plan next` name the removed phase, now a childless leaf.
+#[test]
+fn a_plan_gone_from_the_files_is_removed_unless_someone_started_it() {
+    let ws = Workspace::new("gsd-gone");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(
+        ".planning/phases/01-a/01-01-SUMMARY.md",
+        "# Done\n\nIt works.\n",
+    );
+    ws.write(".planning/phases/01-a/01-02-PLAN.md", PLAN);
+    ws.write(".planning/phases/02-b/02-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/03-c/03-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/04-d/04-01-PLAN.md", PLAN);
+    ws.ok(&["plan", "sync"]);
+    ws.ok(&["task", "update", "01-02", "--status", "working"]);
+    // Phase 02 dropped, phase 03 renumbered into its place, phase 04 deleted, and the
+    // file of a plan under way deleted.
+    std::fs::remove_dir_all(ws.path(".planning/phases/02-b")).unwrap();
+    std::fs::create_dir_all(ws.path(".planning/phases/02-c")).unwrap();
+    std::fs::rename(
+        ws.path(".planning/phases/03-c/03-01-PLAN.md"),
+        ws.path(".planning/phases/02-c/02-01-PLAN.md"),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(ws.path(".planning/phases/03-c")).unwrap();
+    std::fs::remove_dir_all(ws.path(".planning/phases/04-d")).unwrap();
+    std::fs::remove_file(ws.path(".planning/phases/01-a/01-02-PLAN.md")).unwrap();
+    let v = ws.json(&["plan", "sync"]);
+    let gone = notes(&v, "plan_gone");
+    assert_eq!(
+        gone,
+        ["01-02", "02-b", "03-01", "03-c", "04-01", "04-d"],
+        "{v}"
+    );
+    let messages: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages.contains(
+            &"task 01-02 was made from phases/01-a/01-02-PLAN.md, which is gone; kept, as it is working (cancel it with `warden task cancel 01-02` if it is not wanted)"
+        ),
+        "{messages:?}"
+    );
+    assert!(
+        messages.contains(
+            &"task 02-b was made from phases/02-b, which is gone; removed (nobody had started it)"
+        ),
+        "{messages:?}"
+    );
+    let ids: Vec<String> = ws
+        .tasks()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["01-a", "01-01", "01-02", "02-c", "02-01"]);
+    // No phase became a leaf to run: what is open is the plan under way and the
+    // renumbered plan.
+    let listed = ws.json(&["task", "list", "--status", "pending"]);
+    let pending: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        pending,
+        ["02-c", "02-01"],
+        "the renumbered phase and its plan"
+    );
+    ws.check_ok();
+    // A plan that comes back is made again.
+    ws.write(".planning/phases/04-d/04-01-PLAN.md", PLAN);
+    let v = ws.json(&["plan", "sync"]);
+    assert!(
+        v["created"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("04-01")),
+        "{v}"
+    );
+    assert_eq!(ws.status("04-01"), "pending");
     assert_eq!(ws.json(&["plan", "sync"])["changed"], 0);
     ws.check_ok();
 }

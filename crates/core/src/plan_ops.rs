@@ -173,7 +173,8 @@ pub enum SyncNoteKind {
     /// Done by GSD's files while an agent or a person holds the task: the gate decides
     /// (the SUMMARY.md counts as its handoff), not sync.
     SummaryWhileActive,
-    /// A task sync made whose plan file is gone: kept (sync never deletes).
+    /// A task sync made whose plan file or phase directory is gone: removed when
+    /// nobody started it (and nothing kept holds or needs it), else kept for a person.
     PlanGone,
     /// A done phase holds a plan that is not done.
     PhaseReopened,
@@ -511,19 +512,99 @@ pub fn planning_sync(
             );
         }
     }
-    // Tasks sync made whose file is gone.
-    let wanted: std::collections::BTreeSet<&TaskId> =
-        plan.tasks.iter().map(|w| &w.spec.id).collect();
-    for t in tasks {
-        if ours(t) && !wanted.contains(t.id()) {
+    // Tasks sync made whose file (or phase directory) is gone. The files are the
+    // truth: one nobody started is removed (its events stay in the history, and it is
+    // made again if its file comes back), so that no agent is sent to a plan that no
+    // longer exists and a phase left with no plan is not run as a leaf. One that was
+    // started, holds work on its branch, or that another task needs is kept for a
+    // person to decide.
+    let wanted_spec: BTreeMap<&TaskId, &crate::model::TaskSpec> =
+        plan.tasks.iter().map(|w| (&w.spec.id, &w.spec)).collect();
+    let gone: Vec<&Task> = tasks
+        .iter()
+        .filter(|t| ours(t) && !wanted_spec.contains_key(t.id()))
+        .collect();
+    let mut removing: std::collections::BTreeSet<&TaskId> = Default::default();
+    if !gone.is_empty() {
+        // Each task's parent and dependencies after this sync.
+        let after = |t: &'_ Task| -> (Option<TaskId>, Vec<TaskId>) {
+            match wanted_spec.get(t.id()) {
+                Some(w) => (w.parent.clone(), w.depends_on.clone()),
+                None => (t.spec.parent.clone(), t.spec.depends_on.clone()),
+            }
+        };
+        let mut children: BTreeMap<TaskId, Vec<&TaskId>> = BTreeMap::new();
+        let mut needed_by: BTreeMap<TaskId, Vec<&TaskId>> = BTreeMap::new();
+        for t in tasks {
+            let (parent, deps) = after(t);
+            if let Some(p) = parent {
+                children.entry(p).or_default().push(t.id());
+            }
+            for d in deps {
+                needed_by.entry(d).or_default().push(t.id());
+            }
+        }
+        let never_started = |t: &Task| {
+            t.status() == Status::Pending
+                && t.attempts() == 0
+                && t.live_session().is_none()
+                && !has_branch(t.id())
+        };
+        // Plans before their phase: one pass per level at most.
+        for _ in 0..=crate::tree::MAX_DEPTH {
+            let before = removing.len();
+            for t in &gone {
+                if removing.contains(t.id()) || !never_started(t) {
+                    continue;
+                }
+                let kept = |ids: Option<&Vec<&TaskId>>| {
+                    ids.is_some_and(|v| v.iter().any(|k| !removing.contains(*k)))
+                };
+                if !kept(children.get(t.id())) && !kept(needed_by.get(t.id())) {
+                    removing.insert(t.id());
+                }
+            }
+            if removing.len() == before {
+                break;
+            }
+        }
+    }
+    for t in &gone {
+        let path = t.spec.origin.as_ref().map_or("", |o| o.path.as_str());
+        let id = t.id();
+        if removing.contains(id) {
             note(
                 &mut out,
                 SyncNoteKind::PlanGone,
-                t.id(),
+                id,
                 format!(
-                    "task {} was made from {}, which is gone; kept (sync never deletes)",
-                    t.id(),
-                    t.spec.origin.as_ref().map_or("", |o| o.path.as_str())
+                    "task {id} was made from {path}, which is gone; removed (nobody had started it)"
+                ),
+            );
+            per_task.insert(
+                id,
+                Change::build(
+                    Some(t),
+                    id,
+                    vec![EventKind::TaskRemoved],
+                    ctx,
+                    Outcome::Applied,
+                )?,
+            );
+        } else if !t.status().is_terminal() {
+            note(
+                &mut out,
+                SyncNoteKind::PlanGone,
+                id,
+                format!(
+                    "task {id} was made from {path}, which is gone; kept, as it {} (cancel it with `warden task cancel {id}` if it is not wanted)",
+                    if has_branch(id) {
+                        "has work on its branch".to_owned()
+                    } else if t.status() == Status::Pending && t.attempts() == 0 {
+                        "holds or is needed by a task that stays".to_owned()
+                    } else {
+                        format!("is {}", t.status())
+                    }
                 ),
             );
         }
@@ -533,6 +614,8 @@ pub fn planning_sync(
             out.changes.push(ch);
         }
     }
+    // The gone tasks' removals, in id order.
+    out.changes.extend(per_task.into_values());
     Ok(out)
 }
 

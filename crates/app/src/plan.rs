@@ -56,6 +56,9 @@ pub struct Synced {
     pub notes: Vec<SyncNote>,
     /// Everything the reader skipped, guessed or could not resolve.
     pub warnings: Vec<gsd::Warning>,
+    /// Files of the `.planning/` directory this sync changed (its STATE.md, whose
+    /// progress line follows the plans' done-ness), so a person knows what to commit.
+    pub wrote: Vec<String>,
 }
 
 /// The edited tree of a `plan apply`: a file (read and parsed while the stored tasks are
@@ -339,6 +342,8 @@ impl App {
         let shown = dir.display().to_string();
         let place = self.place(&dir)?;
         let tree = crate::gsd_read::read_planning(&dir)?;
+        let state_md = dir.join("STATE.md");
+        let state_before = std::fs::read(&state_md).ok();
         let mut wanted = gsd::sync::plan(&tree, &place, self.eng.config.limits.max_attempts);
         let mut warnings = tree.warnings.clone();
         warnings.append(&mut wanted.warnings);
@@ -409,6 +414,10 @@ impl App {
         changed.sort();
         changed.dedup();
         let plans: Vec<&gsd::Plan> = tree.plans().collect();
+        let mut wrote = Vec::new();
+        if state_before.is_some() && std::fs::read(&state_md).ok() != state_before {
+            wrote.push(state_md.display().to_string());
+        }
         Ok(Synced {
             dir: shown,
             read_only: place.inside.is_none(),
@@ -426,6 +435,7 @@ impl App {
             },
             notes,
             warnings,
+            wrote,
         })
     }
 

@@ -283,6 +283,11 @@ fn print_synced(g: &Global, s: &warden_app::plan::Synced, watching: bool) {
             s.phases_without_plans.join(", ")
         ));
     }
+    for w in &s.wrote {
+        text.push_str(&format!(
+            "  wrote: {w} (its progress line, from the plans' SUMMARY.md files)\n"
+        ));
+    }
     if s.read_only {
         text.push_str(
             "  read only: the directory is outside the project, nothing is written back\n",

@@ -813,3 +813,29 @@ fn a_plan_gone_from_the_files_is_removed_unless_someone_started_it() {
     assert_eq!(ws.json(&["plan", "sync"])["changed"], 0);
     ws.check_ok();
 }
+
+/// Sync says which `.planning/` file it changed (STATE.md's progress line), so the
+/// person knows what to commit; a sync that changes nothing there says nothing.
+#[test]
+fn sync_says_when_it_rewrites_the_planning_state_md() {
+    let ws = Workspace::new("gsd-wrote");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(
+        ".planning/STATE.md",
+        "# Project State\n\nProgress: [██████████] 100%\n",
+    );
+    let o = ws.ok(&["plan", "sync"]);
+    let state = ws.path(".planning/STATE.md").display().to_string();
+    assert!(
+        text(&o.stdout).contains(&format!(
+            "  wrote: {state} (its progress line, from the plans' SUMMARY.md files)\n"
+        )),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path(".planning/STATE.md")).unwrap(),
+        "# Project State\n\nProgress: [░░░░░░░░░░] 0%\n"
+    );
+    assert_eq!(ws.json(&["plan", "sync"])["wrote"], serde_json::json!([]));
+}

@@ -335,6 +335,9 @@ pub enum WarningKind {
     ArchivedWithoutSummary,
     /// Two names gave the same id; one was renamed.
     IdCollision,
+    /// A plan the roadmap ticks as done that has no summary: GSD's completion is the
+    /// SUMMARY.md, so it is counted open and will run.
+    RoadmapSaysDone,
 }
 
 /// Where a file sits in the tree.
@@ -1012,6 +1015,30 @@ pub fn parse_planning(files: &[(String, Option<String>)]) -> PlanningTree {
                         "archived plan without a summary; counted done as milestone history",
                     ));
                 }
+            }
+        }
+        // A roadmap that ticks a plan without a summary: said aloud, as the plan will
+        // run (the seed's rule: the SUMMARY.md is what makes a plan done).
+        for &i in &plan_ids {
+            let Some(plan) = plans.get(i) else { continue };
+            let Some(n) = plan.name.phase_token.as_ref().or(phase.number.as_ref()) else {
+                continue;
+            };
+            let part = plan.name.part.to_ascii_lowercase();
+            if !plan.done
+                && phase.scope == Scope::Active
+                && roadmaps
+                    .iter()
+                    .any(|(s, r)| *s == Scope::Active && r.plan_checked(n, &part))
+            {
+                warnings.push(Warning::new(
+                    WarningKind::RoadmapSaysDone,
+                    plan.file.clone(),
+                    format!(
+                        "the roadmap ticks this plan as done, but it has no summary ({}): it is counted open and `warden run` will run it; write its summary if it is finished",
+                        plan.summary
+                    ),
+                ));
             }
         }
     }

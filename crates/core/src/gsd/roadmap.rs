@@ -43,6 +43,8 @@ pub struct RoadmapPlan {
     pub plan: String,
     /// Its title.
     pub title: String,
+    /// Whether its checkbox is ticked (`- [x] …`).
+    pub checked: bool,
 }
 
 /// Everything a roadmap says that the reader uses.
@@ -70,6 +72,14 @@ impl Roadmap {
             .iter()
             .find(|p| p.phase.same_phase(n) && plan_parts_match(&p.plan, plan))
             .map(|p| p.title.as_str())
+    }
+
+    /// Whether the roadmap ticks plan `plan` (lower-cased plan part) of phase `n` as
+    /// done.
+    pub fn plan_checked(&self, n: &PhaseNumber, plan: &str) -> bool {
+        self.plans
+            .iter()
+            .any(|p| p.checked && p.phase.same_phase(n) && plan_parts_match(&p.plan, plan))
     }
 }
 
@@ -202,6 +212,7 @@ fn plan_line(t: &str) -> Option<RoadmapPlan> {
         .strip_prefix("- ")
         .or_else(|| t.strip_prefix("* "))?
         .trim_start();
+    let checked = item.starts_with("[x]") || item.starts_with("[X]");
     let item = strip_checkbox(item);
     let item = strip_markdown(item);
     let tok_len = item
@@ -224,6 +235,7 @@ fn plan_line(t: &str) -> Option<RoadmapPlan> {
         phase,
         plan: plan_tok.to_ascii_lowercase(),
         title,
+        checked,
     })
 }
 

@@ -104,6 +104,36 @@ fn archived_milestones_are_read_marked_and_done() {
     assert_eq!(t.phases[2].kind, PhaseKind::Active);
 }
 
+/// A plan the roadmap ticks as done without a summary is warned about (it will run);
+/// one with its summary, and one the roadmap leaves unticked, are not.
+#[test]
+fn a_ticked_plan_without_a_summary_is_warned_about() {
+    let t = tree(&[
+        (
+            "ROADMAP.md",
+            "### Phase 1: Base
+
+Plans:
+- [x] 01-01-PLAN.md — Scaffold
+- [x] 01-02: Auth
+- [ ] 01-03: Docs
+",
+        ),
+        ("phases/01-base/01-01-PLAN.md", PLAN),
+        ("phases/01-base/01-01-SUMMARY.md", "Done.\n"),
+        ("phases/01-base/01-02-PLAN.md", PLAN),
+        ("phases/01-base/01-03-PLAN.md", PLAN),
+    ]);
+    let ticked: Vec<&str> = t
+        .warnings
+        .iter()
+        .filter(|w| w.kind == WarningKind::RoadmapSaysDone)
+        .map(|w| w.path.as_str())
+        .collect();
+    assert_eq!(ticked, ["phases/01-base/01-02-PLAN.md"]);
+    assert!(!plan(&t, "01-02").done, "the summary decides, not the tick");
+}
+
 #[test]
 fn phase_ids_keep_names_that_fit_and_shorten_the_rest() {
     let long_a = "08-dashboard-ux-redesign-replace-long-scrolling-list-with-organized-layout";

@@ -312,6 +312,17 @@ fn state_write_and_verify() {
     assert!(!v["differences"].as_array().unwrap().is_empty());
     ws.ok(&["state", "--write"]);
     ws.ok(&["state", "verify"]);
+    // A directory where STATE.md goes is the person's to move: a refusal naming it, not
+    // a storage error.
+    std::fs::remove_file(ws.path(".warden/STATE.md")).unwrap();
+    std::fs::create_dir(ws.path(".warden/STATE.md")).unwrap();
+    let o = ws.expect(&["state", "--write"], 1);
+    assert!(
+        err_line(&o)
+            .ends_with("/.warden/STATE.md is not a regular file; replace it with a regular file"),
+        "{}",
+        err_line(&o)
+    );
 }
 
 #[test]

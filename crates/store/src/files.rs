@@ -259,7 +259,15 @@ fn write_replace(path: &Path, parts: &[&[u8]], durable: bool, mode: u32) -> Resu
             f.sync_all().map_err(|e| io(&tmp, e))?;
         }
         drop(f);
-        std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            // A directory where the file goes is the person's to move, not a storage
+            // failure.
+            if e.kind() == std::io::ErrorKind::IsADirectory {
+                FileError::NotRegular(path.display().to_string())
+            } else {
+                io(path, e)
+            }
+        })?;
         if durable { sync_dir(dir) } else { Ok(()) }
     })();
     if result.is_err() {

@@ -174,7 +174,7 @@ impl App {
                 changes: vec![ops::edit(task, spec, &self.ctx(&shown))?],
                 ..Default::default()
             };
-            warden_store::engine::check_not_under_cancelled(prev, &batch)?;
+            warden_store::engine::check_not_misplaced(prev, &batch)?;
             Ok(batch)
         })?;
         let task = match changes.into_iter().find_map(|c| c.after) {

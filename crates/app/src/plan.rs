@@ -173,7 +173,7 @@ impl App {
                 ..Default::default()
             };
             if problems.is_empty()
-                && let Some(why) = warden_store::engine::under_cancelled(prev, &batch)
+                && let Some(why) = warden_store::engine::misplaced(prev, &batch)
             {
                 problems.push(why);
             }

@@ -355,7 +355,7 @@ impl App {
                 changes: vec![change],
                 ..Default::default()
             };
-            warden_store::engine::check_not_under_cancelled(prev, &batch)?;
+            warden_store::engine::check_not_misplaced(prev, &batch)?;
             Ok(batch)
         })?;
         let task = changes

@@ -1621,6 +1621,50 @@ fn a_groups_cancel_cancels_what_is_inside_it_and_nothing_under_it_runs() {
     ws.check_ok();
 }
 
+/// Only a pending leaf (or a group) takes a new child from a person: a child under a
+/// leaf under way made it a group (done, in the views) while its agent ran on unseen and
+/// its branch was never merged, and `warden run --until-idle` never returned; under a
+/// done or stuck leaf it hid finished or failed work the same way.
+#[test]
+fn a_task_under_way_done_or_stuck_takes_no_child() {
+    let ws = Workspace::new("no-child-under-way");
+    ws.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"lf"},{"id":"fin","passes":true},{"id":"spent","attempts":3,"max_attempts":3},{"id":"open"},{"id":"other"}]}"#,
+    );
+    ws.to("lf", "working");
+    let before = ws.history().len();
+    let o = ws.expect(&["task", "create", "kid", "--parent", "lf"], 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: task kid cannot go under lf: lf is working, and a task under way cannot become a group (its session would run on unseen); give kid another parent, or add it once lf is done"
+    );
+    let o = ws.expect(&["task", "edit", "other", "--parent", "fin"], 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: task other cannot go under fin: fin is done, and a finished task takes no new work; give other another parent"
+    );
+    let o = ws.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"k2","parent":"spent"}]}"#,
+    );
+    assert_eq!(crate::common::code(&o), 1);
+    assert!(
+        err_line(&o).contains("task k2 cannot go under spent: spent is stuck"),
+        "{}",
+        err_line(&o)
+    );
+    assert_eq!(ws.history().len(), before, "nothing stored");
+    // A pending leaf becomes a group, and a group takes more.
+    ws.create("kid", &["--parent", "open"]);
+    ws.ok(&["task", "edit", "other", "--parent", "open"]);
+    assert_eq!(
+        ws.show("open")["children"],
+        serde_json::json!(["kid", "other"])
+    );
+    ws.check_ok();
+}
+
 /// A group a person cancelled is cancelled in every view, even when a task in it was
 /// done before: `task list`, `task show`, `plan export` and STATE.md agree (before, the
 /// list and show said done and passing, the export said not passing). A group whose

@@ -982,13 +982,23 @@ pub fn check_deadlock<'a>(
     }
 }
 
-/// Why a batch may not be committed because it creates a task, or moves one, under a
-/// cancelled task (its own row cancelled: a group's cancel): nothing under a cancelled
-/// task ever starts, so such a task could never be done, and the views would count it
-/// as open work. `None` when it places nothing there. For `task create`, `task edit`
-/// and `plan import` (`plan sync` keeps a `.planning/` tree's shape: what lands under a
-/// cancelled phase is cancelled with it for `warden run` and `plan next`).
-pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
+/// Why a batch may not be committed because it creates a task, or moves one, where it
+/// can never run as the tree says, for `task create`, `task edit` and `plan import`
+/// (`None` when it places nothing wrong):
+///
+/// - under a cancelled task (its own row cancelled: a group's cancel): nothing under a
+///   cancelled task ever starts, so an open task there could never be done, and the
+///   views would count it as open work (a finished one may sit there: an exported plan
+///   imports as it was);
+/// - under a leaf that is not `pending` (working, under review, waiting for an answer,
+///   stuck or done): the new child would make it a group whose status comes from its
+///   children, while its own session ran on unseen and its branch was never merged.
+///   (`plan apply`'s decomposition of the task an agent works on is the way a task
+///   under way gains children.)
+///
+/// `plan sync` keeps a `.planning/` tree's shape: what lands under a cancelled phase is
+/// cancelled with it for `warden run` and `plan next`.
+pub fn misplaced(prev: &[Task], batch: &Batch) -> Option<String> {
     let placed: Vec<&Task> = batch
         .changes
         .iter()
@@ -998,9 +1008,6 @@ pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
             _ => None,
         })
         .filter(|a| a.spec.parent.is_some())
-        // A finished task is no open work: an exported plan's done or cancelled tasks
-        // under a cancelled group import as they were.
-        .filter(|a| !a.status().is_terminal())
         .collect();
     if placed.is_empty() {
         return None;
@@ -1024,7 +1031,35 @@ pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
             .ok()
             .map(|k| &prev[k]),
     };
-    for t in placed {
+    // A parent that is a stored leaf and is not pending.
+    let mut stored_parents: Option<std::collections::HashSet<&TaskId>> = None;
+    for t in &placed {
+        let Some(p) = t.spec.parent.as_ref().and_then(&find) else {
+            continue;
+        };
+        let status = p.status();
+        if matches!(status, Status::Pending | Status::Cancelled) {
+            continue;
+        }
+        let parents = stored_parents
+            .get_or_insert_with(|| prev.iter().filter_map(|x| x.spec.parent.as_ref()).collect());
+        if parents.contains(p.id()) {
+            continue;
+        }
+        let (p, id) = (p.id(), t.id());
+        return Some(match status {
+            Status::Done => format!(
+                "task {id} cannot go under {p}: {p} is done, and a finished task takes no new work; give {id} another parent"
+            ),
+            Status::Stuck => format!(
+                "task {id} cannot go under {p}: {p} is stuck, and a child would make it a group with its work never merged; give {id} another parent, or retry {p} (`warden task retry {p}`)"
+            ),
+            _ => format!(
+                "task {id} cannot go under {p}: {p} is {status}, and a task under way cannot become a group (its session would run on unseen); give {id} another parent, or add it once {p} is done"
+            ),
+        });
+    }
+    for t in placed.into_iter().filter(|a| !a.status().is_terminal()) {
         let mut up = t.spec.parent.as_ref();
         for _ in 0..=warden_core::tree::MAX_DEPTH {
             let Some(a) = up.and_then(&find) else {
@@ -1048,9 +1083,9 @@ pub fn under_cancelled(prev: &[Task], batch: &Batch) -> Option<String> {
     None
 }
 
-/// [`under_cancelled`] as a refusal.
-pub fn check_not_under_cancelled(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
-    match under_cancelled(prev, batch) {
+/// [`misplaced`] as a refusal.
+pub fn check_not_misplaced(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
+    match misplaced(prev, batch) {
         None => Ok(()),
         Some(why) => Err(Failure::refused(why).into()),
     }

@@ -630,7 +630,6 @@ fn the_board_stream_sends_the_board_then_each_change() {
     f.app
         .create(CreateTask {
             id: "b".into(),
-            parent: Some("a".into()),
             ..Default::default()
         })
         .unwrap();

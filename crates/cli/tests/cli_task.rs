@@ -629,6 +629,14 @@ fn review_gates_follow_the_verdict_and_the_round() {
     let o = ws.expect(&["task", "update", "r", "--status", "stuck"], 1);
     assert!(err_line(&o).contains("round"), "{}", err_line(&o));
     ws.to("r", "working");
+    // Round 1's Handoff is not round 2's (DESIGN 6): the worker writes a new one.
+    let o = ws.expect(&["task", "complete", "r"], 1);
+    assert!(
+        err_line(&o).contains("needs a new \"## Handoff\""),
+        "{}",
+        err_line(&o)
+    );
+    ws.handoff("r");
     ws.ok(&["task", "complete", "r"]);
     assert_eq!(ws.show("r")["review_round"], 2);
     // FAIL in round 2: only stuck.
@@ -636,7 +644,9 @@ fn review_gates_follow_the_verdict_and_the_round() {
     let o = ws.expect(&["task", "update", "r", "--status", "working"], 1);
     assert!(err_line(&o).contains("stuck"), "{}", err_line(&o));
     ws.to("r", "stuck");
-    // A stuck task may go back to agent-review (the map allows it) and pass review.
+    // A stuck task may go back to agent-review (the map allows it, on a new Handoff) and
+    // pass review.
+    ws.handoff("r");
     ws.to("r", "agent-review");
     ws.review("r", "PASS — looks good");
     ws.to("r", "reviewing");

@@ -444,6 +444,57 @@ fn reviewer_without_verdict_is_respawned_then_escalates() {
     );
 }
 
+/// A verdict left in TASK.md by an earlier round never passes the next one: after a
+/// person sends passed work back, a reviewer that writes nothing is a reviewer without a
+/// verdict (respawned, then stuck), not round 1's PASS again. Before, the task went
+/// back to the person with "review says PASS" and nobody had reviewed the new work.
+#[test]
+fn an_earlier_rounds_pass_does_not_pass_the_next_round() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "r", "agent": "x (sim:good)"}]}"#);
+    p.until_idle();
+    assert_eq!(p.task("r")["status"], "reviewing");
+    let cfg = p.root.join(".warden/warden.toml");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        good.replace(
+            "\"agent-sim\", \"--prompt\"",
+            "\"agent-sim\", \"--silent-reviewer\", \"--prompt\"",
+        ),
+    )
+    .unwrap();
+    p.ok(&[
+        "task",
+        "reject",
+        "r",
+        "--reason",
+        "the button is the wrong colour",
+    ]);
+    p.until_idle();
+    let t = p.task("r");
+    assert_eq!(
+        (
+            t["status"].as_str(),
+            t["review_round"].as_u64(),
+            t["crash_count"].as_u64()
+        ),
+        (Some("stuck"), Some(2), Some(2)),
+        "{t}"
+    );
+    let hist = p.ok(&["history", "r"]);
+    assert_eq!(
+        hist.matches("agent-review → reviewing").count(),
+        1,
+        "only round 1's review passed:\n{hist}"
+    );
+    assert!(
+        hist.contains("without a new ## Review verdict"),
+        "the crash says why:\n{hist}"
+    );
+    p.check();
+}
+
 fn count_lines(p: &Path) -> usize {
     std::fs::read_to_string(p)
         .map(|s| s.lines().count())

@@ -48,6 +48,23 @@ pub struct EvidenceRef {
     pub section: String,
     /// Lower-hex SHA-256 of the section content at the moment of the transition.
     pub digest: String,
+    /// Which section of that name it was, from 1 (0: an evidence file, or an event
+    /// written before this was recorded).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub nth: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+impl EvidenceRef {
+    /// Is `e` this evidence: the same section, content and place?
+    pub fn is(&self, e: &crate::artifact::Evidence) -> bool {
+        self.section.eq_ignore_ascii_case(&e.section)
+            && self.digest == e.digest
+            && (self.nth == 0 || self.nth == e.nth)
+    }
 }
 
 /// The outcome of a guard (postchecks) run.
@@ -224,6 +241,10 @@ pub enum EventKind {
         result: GuardResult,
         /// The last part of the check's output.
         output_tail: String,
+        /// The hand-off the check judged (a failed one is not handed off again: the
+        /// attempt it cost is spent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evidence: Option<EvidenceRef>,
     },
     /// `tamper.ignored`: an agent wrote a runner-owned field; the true value was kept.
     TamperIgnored {
@@ -498,15 +519,27 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
         EventKind::TaskRemoved => return Ok(None),
         EventKind::TaskEdited { spec } => t.spec = spec.clone(),
         EventKind::StatusChanged {
-            from, to, reason, ..
+            from,
+            to,
+            reason,
+            evidence,
         } => {
             if *from == Status::Reviewing && *to == Status::Working {
                 // A person sent the work back: the worker reads why.
                 r.feedback = reason.clone();
             }
+            judge(r, evidence.as_ref());
             enter_status(r, *to, reason.as_deref(), ev);
         }
-        EventKind::AutoAdvanced { to, reason, .. } => enter_status(r, *to, Some(reason), ev),
+        EventKind::AutoAdvanced {
+            to,
+            reason,
+            evidence,
+            ..
+        } => {
+            judge(r, evidence.as_ref());
+            enter_status(r, *to, Some(reason), ev)
+        }
         EventKind::AgentSpawned {
             session,
             role,
@@ -634,9 +667,13 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
         EventKind::GuardRan {
             result,
             output_tail,
+            evidence,
         } => match result {
             GuardResult::Pass => r.passes = true,
             GuardResult::Fail => {
+                // Not judged for good: a `task complete` may hand it off again on code
+                // fixed since (a new attempt); only the session's end does not.
+                r.refused = evidence.clone();
                 charge_attempt(r, t.spec.max_attempts);
                 r.passes = false;
                 r.last_failure = Some(format!("postchecks failed: {}", last_line(output_tail)));
@@ -717,8 +754,20 @@ fn named<'a>(sessions: &'a mut [SessionRecord], id: Option<&str>) -> Option<&'a 
 /// attempt's evidence (true on `done`, kept into review after a passing guard, cleared
 /// by every other status), and every successful transition resets `crash_count` except a
 /// crash escalation.
+/// Remembers evidence a transition or a guard judged (see `RunnerState::judged`).
+fn judge(r: &mut RunnerState, e: Option<&EvidenceRef>) {
+    let Some(e) = e else { return };
+    if !r.judged.contains(e) {
+        r.judged.push(e.clone());
+        if r.judged.len() > crate::model::JUDGED_KEPT {
+            r.judged.remove(0);
+        }
+    }
+}
+
 fn enter_status(r: &mut RunnerState, to: Status, reason: Option<&str>, ev: &Event) {
     r.status = to;
+    r.refused = None;
     r.entry += 1;
     r.entered_at = Some(ev.at);
     r.entered_by = ev.actor;

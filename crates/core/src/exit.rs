@@ -159,23 +159,40 @@ pub fn decide(
             action: ExitAction::HealEnded { phase },
         };
     }
+    // Only what this round wrote counts: a Handoff or Review an earlier round left is
+    // none (DESIGN 6).
+    let fresh = task.fresh(artifacts);
     let action = match (task.spec.workflow, task.status()) {
         (WorkflowKind::Direct, Status::Working) => ExitAction::WorkEnded {
             success: report.exit_code.unwrap_or(0) == 0,
         },
         (WorkflowKind::Review, Status::Working) => {
-            if artifacts.handoff.is_some() {
+            if artifacts
+                .handoff
+                .as_ref()
+                .is_some_and(|h| task.refused_handoff(h))
+            {
+                // The session ends on the hand-off its guard refused: that attempt is
+                // charged already, and nothing new was handed off. The task waits, as
+                // after a guard that fails at the session's end.
+                ExitAction::MarkDead
+            } else if fresh.handoff.is_some() {
                 ExitAction::Advance {
                     to: Status::AgentReview,
                     reason: "session ended with ## Handoff".to_owned(),
                     guard: true,
                     spawn: Some(Role::Reviewer),
                 }
+            } else if artifacts.handoff.is_some() {
+                crash(
+                    "process exited without a new ## Handoff (the one in TASK.md is an earlier round's)",
+                    None,
+                )
             } else {
                 crash("process exited without ## Handoff", None)
             }
         }
-        (WorkflowKind::Review, Status::AgentReview) => match artifacts.verdict {
+        (WorkflowKind::Review, Status::AgentReview) => match fresh.verdict {
             Some(Verdict::Pass) => ExitAction::Advance {
                 to: Status::Reviewing,
                 reason: "review verdict PASS".to_owned(),
@@ -204,6 +221,10 @@ pub fn decide(
                 guard: false,
                 spawn: None,
             },
+            None if artifacts.verdict.is_some() => crash(
+                "process exited without a new ## Review verdict (the one in TASK.md is an earlier round's)",
+                Some(Role::Reviewer),
+            ),
             None => crash(
                 "process exited without a ## Review verdict",
                 Some(Role::Reviewer),
@@ -256,6 +277,7 @@ mod tests {
 
     fn art(handoff: bool, verdict: Option<Verdict>) -> Artifacts {
         let ev = |name: &str| Evidence {
+            nth: 1,
             section: name.into(),
             digest: "d".into(),
         };

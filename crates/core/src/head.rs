@@ -417,6 +417,7 @@ mod tests {
                   ctx: &Ctx<'_>| {
             let handoff = Artifacts {
                 handoff: Some(Evidence {
+                    nth: 1,
                     section: "Handoff".into(),
                     digest: "d".into(),
                 }),

@@ -637,7 +637,19 @@ pub struct RunnerState {
     /// A person's reason for sending the work back (`task reject`), for the worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) feedback: Option<String>,
+    /// Evidence already judged (a hand-off or review that moved the task), newest last, the last [`JUDGED_KEPT`]: what an earlier round
+    /// left in TASK.md never counts for a later one (DESIGN 6: `passes` describes the
+    /// current attempt's evidence, never a past one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) judged: Vec<crate::event::EvidenceRef>,
+    /// The hand-off whose guard failed in the current status entry: its attempt is
+    /// spent, so a session that ends with it is not judged (nor charged) again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) refused: Option<crate::event::EvidenceRef>,
 }
+
+/// How many judged pieces of evidence a task remembers.
+pub const JUDGED_KEPT: usize = 8;
 
 fn is_false(b: &bool) -> bool {
     !*b
@@ -678,6 +690,8 @@ impl RunnerState {
             clear_worktree: false,
             healing: None,
             feedback: None,
+            judged: Vec::new(),
+            refused: None,
         }
     }
 }
@@ -715,6 +729,28 @@ impl Task {
     /// Sessions that ended without the required artifact since the last transition.
     pub fn crash_count(&self) -> u32 {
         self.runner.crash_count
+    }
+    /// The evidence of `artifacts` this task has not judged yet: a `## Handoff` or
+    /// `## Review` an earlier round left (the same content in the same place) counts as
+    /// none, so a round moves the task only on what it wrote itself.
+    pub fn fresh(&self, artifacts: &crate::artifact::Artifacts) -> crate::artifact::Artifacts {
+        let judged = |e: &Option<crate::artifact::Evidence>| {
+            e.as_ref()
+                .is_some_and(|e| self.runner.judged.iter().any(|j| j.is(e)))
+        };
+        let mut out = artifacts.clone();
+        if judged(&out.handoff) {
+            out.handoff = None;
+        }
+        if judged(&out.review) {
+            out.review = None;
+            out.verdict = None;
+        }
+        out
+    }
+    /// Is `e` the hand-off whose guard failed in the current status entry?
+    pub fn refused_handoff(&self, e: &crate::artifact::Evidence) -> bool {
+        self.runner.refused.as_ref().is_some_and(|r| r.is(e))
     }
     /// Entries into `agent-review` so far.
     pub fn review_round(&self) -> u32 {

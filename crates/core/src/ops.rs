@@ -148,6 +148,31 @@ pub enum Refusal {
         /// TASK.md path.
         file: String,
     },
+    /// `working → agent-review` with only a `## Handoff` already judged: an earlier
+    /// round's, or one whose guard failed (its attempt is spent).
+    #[error(
+        "{from} → {to} needs a new \"## Handoff\" in {file}: the one there was handed off already, by an earlier round; append one saying what this round did"
+    )]
+    StaleHandoff {
+        /// Current status.
+        from: Status,
+        /// Requested status.
+        to: Status,
+        /// TASK.md path.
+        file: String,
+    },
+    /// A review transition with only a `## Review` an earlier round wrote.
+    #[error(
+        "{from} → {to} needs a new \"## Review\" in {file}: the one there was judged already, in an earlier round; the reviewer appends one with this round's verdict"
+    )]
+    StaleVerdict {
+        /// Current status.
+        from: Status,
+        /// Requested status.
+        to: Status,
+        /// TASK.md path.
+        file: String,
+    },
     /// A review transition without the right verdict.
     #[error(
         "{from} → {to} needs a \"## Review\" section whose verdict line says {want} in {file} (found: {found})"
@@ -503,6 +528,7 @@ fn evidence_ref(e: &Evidence) -> EvidenceRef {
     EvidenceRef {
         section: e.section.clone(),
         digest: e.digest.clone(),
+        nth: e.nth,
     }
 }
 
@@ -544,12 +570,22 @@ pub fn check_transition(
         });
     }
     let has_postchecks = task.spec.spec.postchecks.is_some();
+    // Only evidence this round wrote counts (DESIGN 6).
+    let given = artifacts;
+    let fresh = task.fresh(artifacts);
+    let artifacts = &fresh;
     let round = task.review_round();
     let max = ctx.limits.max_review_rounds;
     let file = || ctx.task_file.to_owned();
     let verdict_needed = |want: Verdict| -> Result<Option<EvidenceRef>, Refusal> {
         if artifacts.verdict == Some(want) {
             Ok(artifacts.review.as_ref().map(evidence_ref))
+        } else if given.verdict.is_some() && artifacts.verdict.is_none() {
+            Err(Refusal::StaleVerdict {
+                from,
+                to,
+                file: file(),
+            })
         } else {
             Err(Refusal::NeedsVerdict {
                 from,
@@ -568,6 +604,13 @@ pub fn check_transition(
         None => None,
         Some(Gate::HandoffThenGuard) => {
             let Some(h) = &artifacts.handoff else {
+                if given.handoff.is_some() {
+                    return Err(Refusal::StaleHandoff {
+                        from,
+                        to,
+                        file: file(),
+                    });
+                }
                 return Err(Refusal::NeedsHandoff {
                     from,
                     to,
@@ -632,11 +675,12 @@ pub fn transition(
             None => return Err(Refusal::GuardNotRun(task.id().to_string())),
             Some(GuardOutcome::Error(e)) => return Err(Refusal::GuardError(e.clone())),
             Some(GuardOutcome::Fail(tail)) => {
-                return guard_failed(task, kinds, tail, false, ctx);
+                return guard_failed(task, kinds, tail, false, evidence, ctx);
             }
             Some(GuardOutcome::Pass) => kinds.push(EventKind::GuardRan {
                 result: GuardResult::Pass,
                 output_tail: String::new(),
+                evidence: None,
             }),
         }
     } else if matches!(
@@ -646,6 +690,7 @@ pub fn transition(
         kinds.push(EventKind::GuardRan {
             result: GuardResult::Skipped,
             output_tail: String::new(),
+            evidence: None,
         });
     }
     // A failed final review is why a task is stuck: say so when the requester did not.
@@ -702,11 +747,13 @@ fn guard_failed(
     mut kinds: Vec<EventKind>,
     tail: &str,
     auto: bool,
+    evidence: Option<EvidenceRef>,
     ctx: &Ctx<'_>,
 ) -> Result<Change, Refusal> {
     kinds.push(EventKind::GuardRan {
         result: GuardResult::Fail,
         output_tail: tail.to_owned(),
+        evidence,
     });
     let stuck = task.attempts() + 1 >= task.spec.max_attempts;
     if stuck && task.status() != Status::Stuck {
@@ -845,6 +892,7 @@ pub fn exited(
                     kinds.push(EventKind::GuardRan {
                         result: GuardResult::Skipped,
                         output_tail: String::new(),
+                        evidence: None,
                     });
                 } else {
                     match &input.guard {
@@ -859,12 +907,13 @@ pub fn exited(
                             );
                         }
                         Some(GuardOutcome::Fail(tail)) => {
-                            let ch = guard_failed(task, kinds, tail, true, ctx)?;
+                            let ch = guard_failed(task, kinds, tail, true, evidence.clone(), ctx)?;
                             return Ok(Change { outcome, ..ch });
                         }
                         Some(GuardOutcome::Pass) => kinds.push(EventKind::GuardRan {
                             result: GuardResult::Pass,
                             output_tail: String::new(),
+                            evidence: None,
                         }),
                     }
                 }

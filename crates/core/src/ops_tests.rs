@@ -24,7 +24,14 @@ fn new_task(workflow: WorkflowKind, postchecks: bool) -> (Task, Vec<Event>) {
 }
 
 fn art(handoff: bool, verdict: Option<Verdict>) -> Artifacts {
+    art_in(1, handoff, verdict)
+}
+
+/// Evidence as round `round` writes it: each round appends its own sections (the n-th
+/// of their name), so a later round's are new.
+fn art_in(round: u32, handoff: bool, verdict: Option<Verdict>) -> Artifacts {
     let ev = |name: &str| Evidence {
+        nth: round,
         section: name.into(),
         digest: format!("digest-of-{name}"),
     };
@@ -57,18 +64,23 @@ fn at(status: Status, round: u32) -> Task {
     if status == Status::Working && round == 0 {
         return t;
     }
-    for r in 1..=round.max(1) {
-        t = step(&t, Status::AgentReview, art(true, None));
-        if r < round.max(1) {
-            t = step(&t, Status::Working, art(true, Some(Verdict::Fail)));
+    let last = round.max(1);
+    for r in 1..=last {
+        t = step(&t, Status::AgentReview, art_in(r, true, None));
+        if r < last {
+            t = step(&t, Status::Working, art_in(r, true, Some(Verdict::Fail)));
         }
     }
     match status {
         Status::AgentReview => t,
-        Status::Working => step(&t, Status::Working, art(true, Some(Verdict::Fail))),
-        Status::Reviewing => step(&t, Status::Reviewing, art(true, Some(Verdict::Pass))),
+        Status::Working => step(&t, Status::Working, art_in(last, true, Some(Verdict::Fail))),
+        Status::Reviewing => step(
+            &t,
+            Status::Reviewing,
+            art_in(last, true, Some(Verdict::Pass)),
+        ),
         Status::Stuck => {
-            let w = step(&t, Status::Working, art(true, Some(Verdict::Fail)));
+            let w = step(&t, Status::Working, art_in(last, true, Some(Verdict::Fail)));
             step(&w, Status::Stuck, art(false, None))
         }
         other => panic!("no path to {other} here"),
@@ -129,6 +141,18 @@ fn artifact_gates() {
         (Reviewing, 1, Done, art(false, None), true),
     ];
     for (from, round, to, a, ok) in cases {
+        // What the current round wrote (its own sections).
+        let now = |e: Option<Evidence>| {
+            e.map(|mut e| {
+                e.nth = round.max(1);
+                e
+            })
+        };
+        let a = Artifacts {
+            handoff: now(a.handoff),
+            review: now(a.review),
+            ..a
+        };
         let t = at(from, round);
         assert_eq!(t.status(), from);
         assert_eq!(t.review_round(), round, "setup of {from} round {round}");
@@ -161,7 +185,7 @@ fn refusal_messages_say_what_to_do() {
     let e = transition(
         &t,
         Status::Working,
-        &input(art(true, Some(Verdict::Fail)), None),
+        &input(art_in(2, true, Some(Verdict::Fail)), None),
         &ctx(),
     )
     .unwrap_err();
@@ -228,6 +252,129 @@ fn crash_count_resets_on_success_and_review_round_counts() {
     );
     assert_eq!(t.review_round(), 1);
     assert!(!t.is_dead());
+}
+
+/// What an earlier round left in TASK.md never moves the task again (DESIGN 6): a
+/// round-1 Handoff after a FAIL, a round-1 PASS after a person's reject. Before, a
+/// reviewer that wrote nothing in round 2 sent the task to the person with round 1's
+/// PASS, and a worker that did nothing handed round 1's work off again.
+#[test]
+fn an_earlier_rounds_evidence_moves_nothing() {
+    let at_review = at(Status::AgentReview, 1);
+    // Round 1's PASS moved it; a person sends it back; round 2's worker hands off anew.
+    let reviewing = transition(
+        &at_review,
+        Status::Reviewing,
+        &input(art_in(1, true, Some(Verdict::Pass)), None),
+        &ctx(),
+    )
+    .unwrap()
+    .after
+    .unwrap();
+    let back = transition(
+        &reviewing,
+        Status::Working,
+        &input(art(false, None), None),
+        &ctx(),
+    )
+    .unwrap()
+    .after
+    .unwrap();
+    let old = art_in(1, true, Some(Verdict::Pass));
+    let e = transition(
+        &back,
+        Status::AgentReview,
+        &input(old.clone(), None),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        Failure::from(e).text(),
+        "refused: working → agent-review needs a new \"## Handoff\" in .warden/tasks/t1/TASK.md: the one there was handed off already, by an earlier round; append one saying what this round did"
+    );
+    // A worker session that ends on the old Handoff crashed: nothing was handed off.
+    let ch = exited(
+        &back,
+        &ExitReport::default(),
+        &input(old.clone(), None),
+        &ctx(),
+    )
+    .unwrap();
+    assert!(
+        matches!(&ch.outcome, Outcome::Exit(d) if matches!(&d.action, exit::ExitAction::Crash { reason, .. } if reason.contains("without a new ## Handoff"))),
+        "{:?}",
+        ch.outcome
+    );
+    // Round 2's Handoff moves it; round 1's PASS does not pass round 2.
+    let round2 = transition(
+        &back,
+        Status::AgentReview,
+        &input(art_in(2, true, None), None),
+        &ctx(),
+    )
+    .unwrap()
+    .after
+    .unwrap();
+    let e = transition(
+        &round2,
+        Status::Reviewing,
+        &input(old.clone(), None),
+        &ctx(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Refusal::StaleVerdict { .. }), "{e}");
+    let ch = exited(&round2, &ExitReport::default(), &input(old, None), &ctx()).unwrap();
+    let t = ch.after.unwrap();
+    assert_eq!(
+        t.status(),
+        Status::AgentReview,
+        "no verdict: the reviewer crashed"
+    );
+    assert_eq!(t.crash_count(), 1);
+    assert!(
+        transition(
+            &t,
+            Status::Reviewing,
+            &input(art_in(2, true, Some(Verdict::Pass)), None),
+            &ctx()
+        )
+        .is_ok()
+    );
+}
+
+/// A hand-off its guard refused costs one attempt. `task complete` may hand it off
+/// again (on code fixed since: a new attempt), but a session that ends on it is not
+/// judged and charged a second time; it waits for a person, as after a guard that fails
+/// at the session's end. Before, one refused hand-off then an exit cost two attempts.
+#[test]
+fn a_refused_hand_off_is_charged_once() {
+    let (t, _) = new_task(WorkflowKind::Review, true);
+    let t = transition(&t, Status::Working, &input(art(false, None), None), &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    let fail = || {
+        input(
+            art(true, None),
+            Some(GuardOutcome::Fail("1 test failed".into())),
+        )
+    };
+    let t = transition(&t, Status::AgentReview, &fail(), &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    assert_eq!((t.status(), t.attempts()), (Status::Working, 1));
+    let ch = exited(&t, &ExitReport::default(), &fail(), &ctx()).unwrap();
+    let after = ch.after.unwrap();
+    assert_eq!(after.attempts(), 1, "not charged again");
+    assert_eq!(after.crash_count(), 0, "not a crash either");
+    assert!(after.is_dead(), "it waits for a person's respawn");
+    // An explicit hand-off of the same text runs the guard again: a new attempt.
+    let again = transition(&t, Status::AgentReview, &fail(), &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    assert_eq!(again.attempts(), 2);
 }
 
 #[test]

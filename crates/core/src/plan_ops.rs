@@ -306,6 +306,7 @@ pub fn planning_sync(
             .map(|digest| crate::event::EvidenceRef {
                 section: summary.clone(),
                 digest,
+                nth: 0,
             });
         let Some(t) = by_id.get(id) else {
             let status = if phase_cancelled(w) {

@@ -28,6 +28,7 @@ fn limits() -> Limits {
 
 fn art(handoff: bool, verdict: Option<Verdict>) -> Artifacts {
     let ev = |name: &str| Evidence {
+        nth: 1,
         section: name.into(),
         digest: "d".into(),
     };

@@ -88,8 +88,12 @@ impl Builder {
 
     fn to(&mut self, i: &str, to: Status, doc: &str, s: i64) -> &mut Self {
         let t = self.get(i);
+        // Each step's evidence is its own (an earlier round's never moves a task): the
+        // step's time makes every section it wrote new.
+        let doc = doc.replace("\n## ", &format!("\n<!-- step {s} -->\n## "));
+        let doc = format!("{doc}\n<!-- step {s} -->\n");
         let mut input = TransitionInput {
-            artifacts: artifact::artifacts(doc),
+            artifacts: artifact::artifacts(&doc),
             ..Default::default()
         };
         let (needs, _) = ops::check_transition(&t, to, &input.artifacts, &ctx(s)).unwrap();

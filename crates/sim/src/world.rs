@@ -159,6 +159,10 @@ struct Proc {
 struct Outside {
     handoff: bool,
     verdict: Option<Verdict>,
+    /// `## Handoff` and `## Review` sections written so far: agents append, so each
+    /// session's is a new one (an earlier round's moves nothing).
+    handoffs: u32,
+    reviews: u32,
     /// Uncommitted edits in the worktree, since when.
     dirty: Option<Timestamp>,
     /// The branch holds committed work.
@@ -435,6 +439,15 @@ impl World {
         let mut leaves = Vec::new();
         let mut todo = vec![id.clone()];
         while let Some(at) = todo.pop() {
+            // What lies under a group a person cancelled is cancelled with it.
+            if self
+                .tasks
+                .get(&at)
+                .is_some_and(|t| t.status() == Status::Cancelled)
+            {
+                leaves.push(Status::Cancelled);
+                continue;
+            }
             let kids: Vec<TaskId> = self
                 .tasks
                 .values()
@@ -512,13 +525,14 @@ impl World {
 
     fn artifacts(&self, id: &TaskId) -> Artifacts {
         let o = self.outside.get(id).cloned().unwrap_or_default();
-        let ev = |name: &str| Evidence {
+        let ev = |name: &str, nth: u32| Evidence {
+            nth,
             section: name.into(),
             digest: "sim".into(),
         };
         Artifacts {
-            handoff: o.handoff.then(|| ev("Handoff")),
-            review: o.verdict.map(|_| ev("Review")),
+            handoff: o.handoff.then(|| ev("Handoff", o.handoffs)),
+            review: o.verdict.map(|_| ev("Review", o.reviews)),
             verdict: o.verdict,
             ..Default::default()
         }
@@ -885,6 +899,7 @@ impl World {
                 let o = self.outside(&id);
                 o.dirty.get_or_insert(now);
                 o.handoff = true;
+                o.handoffs += 1;
                 self.end_proc(session, 0);
             }
             (Behaviour::Clarify, _) => {
@@ -896,6 +911,7 @@ impl World {
                 let o = self.outside(&id);
                 o.dirty.get_or_insert(now);
                 o.handoff = true;
+                o.handoffs += 1;
                 later(self, &mut p, 10, 1_000);
             }
             (Behaviour::Good { linger, .. }, 1) => {
@@ -943,7 +959,9 @@ impl World {
                 self.procs.insert(p.session.clone(), p);
             }
             (Behaviour::Review { pass, via_exit }, _) => {
-                self.outside(&id).verdict = Some(if pass { Verdict::Pass } else { Verdict::Fail });
+                let o = self.outside(&id);
+                o.verdict = Some(if pass { Verdict::Pass } else { Verdict::Fail });
+                o.reviews += 1;
                 if !via_exit {
                     let to = match self.task(&id) {
                         Some(t) if pass => {
@@ -1274,6 +1292,10 @@ impl World {
                 // An edit of TASK.md: the hand-off appears or goes.
                 let o = self.outside(&id);
                 o.handoff = !o.handoff;
+                if o.handoff {
+                    // A section written by hand is a new one.
+                    o.handoffs += 1;
+                }
             }
             _ => {}
         }

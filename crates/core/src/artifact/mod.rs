@@ -119,9 +119,17 @@ impl<'a> TaskDoc<'a> {
     fn evidence(&self, name: &str) -> Option<Evidence> {
         let s = self.section(name)?;
         let content = self.content(s);
+        let nth = self
+            .sections
+            .iter()
+            .filter(|x| same_name(&x.name, name))
+            .count() as u32;
+        // Of the content without the blank lines around it: a section appended after
+        // this one does not make it new.
         has_content(content).then(|| Evidence {
             section: s.name.clone(),
-            digest: sha256_hex(content.as_bytes()),
+            digest: sha256_hex(content.trim().as_bytes()),
+            nth,
         })
     }
 }
@@ -158,6 +166,10 @@ pub struct Evidence {
     pub section: String,
     /// Lower-hex SHA-256 of the section content bytes.
     pub digest: String,
+    /// Which section of that name it is, from 1 (agents append: the last counts); 0 for
+    /// an evidence file. With the digest it tells a section a round wrote from the one
+    /// an earlier round left ([`crate::model::Task::fresh`]).
+    pub nth: u32,
 }
 
 /// What the gates need from a TASK.md (seed 001's `TaskArtifacts`).
@@ -186,6 +198,7 @@ pub fn file_evidence(name: &str, text: &str) -> Option<Evidence> {
     has_content(body).then(|| Evidence {
         section: name.to_owned(),
         digest: sha256_hex(text.as_bytes()),
+        nth: 0,
     })
 }
 

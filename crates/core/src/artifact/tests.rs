@@ -229,8 +229,10 @@ fn artifacts_need_content() {
     assert_eq!(
         a.handoff,
         Some(Evidence {
+            nth: 1,
             section: "handoff".into(),
-            digest: "d117fa006ba9208500b2930ce69cbde436c647afa917cb7396a9bc9111a46dd2".into(),
+            // sha256("done"): the content without the line break around it.
+            digest: "a4c3ed04a95a3da14a9d235c83d868bed7c0f45cf7f3faa751ee8f50598d2211".into(),
         })
     );
     assert!(a.review.is_some());

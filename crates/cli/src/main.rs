@@ -185,6 +185,24 @@ fn agent_request(c: &Command) -> (&'static str, Request) {
         Command::Dashboard => ("warden dashboard", Request::Person),
         Command::Serve(_) => ("warden serve", Request::Person),
         Command::Hooks(_) => ("warden hooks install", Request::Person),
+        // Every tool on every task is a person's (an orchestrator's) server: inside an
+        // agent session it would let the agent approve its own work.
+        Command::Mcp(McpArgs {
+            role: Some(warden_mcp::Role::Orchestrator),
+            ..
+        }) => ("warden mcp --role orchestrator", Request::Person),
+        // Another task's agent server is another task's (a session that names no task
+        // of its own may name the one it serves).
+        Command::Mcp(McpArgs { task: Some(t), .. })
+            if std::env::var("WARDEN_TASK_ID").is_ok_and(|own| !own.is_empty() && own != *t) =>
+        {
+            (
+                "warden mcp --task",
+                Request::Change {
+                    id: Some(t.clone()),
+                },
+            )
+        }
         // Reads, and what scopes itself: the MCP server serves an agent session its
         // agent role, a harness hook reports the session's own end.
         Command::State(_)

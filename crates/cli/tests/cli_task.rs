@@ -449,6 +449,18 @@ fn an_agent_session_may_change_only_its_own_task_as_its_role_says() {
         &person("warden task cancel"),
     );
     refused(&["run", "--until-idle"], &worker, &person("warden run"));
+    // The MCP server's orchestrator role is every tool on every task: a person's. Before,
+    // `warden mcp --role orchestrator` in a session let the agent cancel task b.
+    refused(
+        &["mcp", "--role", "orchestrator"],
+        &worker,
+        &person("warden mcp --role orchestrator"),
+    );
+    refused(
+        &["mcp", "--task", "b"],
+        &worker,
+        "this agent session belongs to task a; an agent may change only its own task, not \"b\"",
+    );
     ws.write("tree.json", r#"{"tasks": [{"id": "a"}]}"#);
     refused(
         &[

@@ -27,7 +27,8 @@ Examples:
 Exit codes with --until-idle:
   0  every task is done (or cancelled)
   6  some wait for a person: a review to approve (`warden task approve ID`), a question
-  7  some are stuck, have a dead session, or are blocked (`warden status` lists them)")]
+  7  some are stuck, have a dead session, or are blocked (`warden status` lists them)
+  130, 143  interrupted (INT, TERM) before it was idle: nothing above is known")]
 pub struct RunArgs {
     /// Tasks worked on at once.
     #[arg(long, default_value_t = 4)]
@@ -86,8 +87,11 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
         lease_ttl: Duration::from_secs(app.eng.config.store.lease_ttl_s),
     };
     let stop = Arc::new(AtomicBool::new(false));
+    // Which signal stopped the run, for `--until-idle`'s exit code.
+    let stopped_by = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
+        signal_hook::flag::register_usize(sig, Arc::clone(&stopped_by), sig as usize)
+            .and_then(|_| signal_hook::flag::register(sig, Arc::clone(&stop)))
             .map_err(|e| Failure::internal(format!("cannot install signal handlers: {e}")))?;
     }
     {
@@ -144,6 +148,15 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
         Some(Idle { code, .. }) if code != ExitCode::Ok => {
             // Not a failure of the run: an answer for a script.
             std::process::exit(i32::from(code.code()));
+        }
+        // Stopped before it was idle: `--until-idle` has no answer, and a script's
+        // `warden run --until-idle && …` must not go on as if all were done.
+        None if a.until_idle => {
+            let sig = stopped_by.load(std::sync::atomic::Ordering::SeqCst);
+            if sig != 0 {
+                std::process::exit(128 + sig as i32);
+            }
+            Ok(())
         }
         _ => Ok(()),
     }

@@ -718,3 +718,35 @@ fn a_process_session_its_runner_never_started_is_started_again() {
 fn a_tmux_session_its_runner_never_started_is_started_again() {
     a_session_its_runner_never_started_is_started_again("tmux");
 }
+
+/// `warden run --until-idle` stopped by INT or TERM before it was idle exits 130 or
+/// 143: a script's `warden run --until-idle && deploy` must not go on. Before, it exited
+/// 0, the code for "every task is done".
+#[test]
+fn an_interrupted_until_idle_run_does_not_say_all_is_done() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "s", "work": "sleep 600"}]}"#);
+    for (sig, code) in [("-INT", 130), ("-TERM", 143)] {
+        let mut c = p.cmd(&["--json", "run", "--until-idle"]);
+        c.stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut run = c.spawn().unwrap();
+        // Its first event says it runs (its signal handlers are in place by then).
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(run.stdout.as_mut().unwrap()),
+            &mut first,
+        )
+        .unwrap();
+        assert!(first.contains("\"started\""), "{first}");
+        p.wait_task("s", 30, "its work session is alive", |t| {
+            t["session"].is_string()
+        });
+        Command::new("kill")
+            .args([sig, &run.id().to_string()])
+            .status()
+            .unwrap();
+        let status = run.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "{sig}");
+    }
+    p.ok(&["task", "cancel", "s"]);
+}

@@ -185,8 +185,14 @@ fn describe(ev: &RunEvent) -> Option<String> {
                 ),
             };
             if let Some(r) = resumed {
+                // A Ctrl-C is a stop the person asked for, not an abnormal one.
+                let how = if r.contains("interrupted by a signal") {
+                    "an interrupted run"
+                } else {
+                    "an abnormal stop"
+                };
                 s.push_str(&format!(
-                    "\nresuming after an abnormal stop ({}); see .warden/continue.md",
+                    "\nresuming after {how} ({}); see .warden/continue.md",
                     r.trim()
                 ));
             }

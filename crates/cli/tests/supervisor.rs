@@ -738,6 +738,16 @@ fn an_interrupted_until_idle_run_does_not_say_all_is_done() {
         )
         .unwrap();
         assert!(first.contains("\"started\""), "{first}");
+        let started: Value = serde_json::from_str(&first).unwrap();
+        if sig == "-TERM" {
+            // After a Ctrl-C, the next run says it resumes an interrupted run.
+            assert!(
+                started["resumed"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("interrupted by a signal")),
+                "{first}"
+            );
+        }
         p.wait_task("s", 30, "its work session is alive", |t| {
             t["session"].is_string()
         });
@@ -748,5 +758,31 @@ fn an_interrupted_until_idle_run_does_not_say_all_is_done() {
         let status = run.wait().unwrap();
         assert_eq!(status.code(), Some(code), "{sig}");
     }
+    // A run started beside a live one resumes nothing: the live run's resume file is
+    // no stop (before, it said the live run "was killed (kill -9 …)").
+    let started = |run: &mut Child| -> Value {
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(run.stdout.as_mut().unwrap()),
+            &mut first,
+        )
+        .unwrap();
+        serde_json::from_str(&first).unwrap()
+    };
+    let spawn = || {
+        let mut c = p.cmd(&["--json", "run"]);
+        c.stdout(Stdio::piped()).stderr(Stdio::null());
+        c.spawn().unwrap()
+    };
+    let mut a = spawn();
+    started(&mut a);
+    p.wait_task("s", 30, "its session is adopted", |t| {
+        t["session"].is_string()
+    });
+    let mut b = spawn();
+    let b_started = started(&mut b);
+    assert!(b_started["resumed"].is_null(), "{b_started}");
+    stop(b);
+    stop(a);
     p.ok(&["task", "cancel", "s"]);
 }

@@ -540,8 +540,17 @@ impl Supervisor {
         // Before any step thread: their arenas give back what they free (the soak).
         warden_sys::return_freed_memory_promptly();
         let ws = self.app.ws().clone();
+        // The resume file of a run that ended; a supervisor still running beside this
+        // one keeps its own there, which is no stop at all.
+        let another_alive = self
+            .app
+            .supervisors()
+            .unwrap_or_default()
+            .iter()
+            .any(|s| s.owner != self.owner && s.alive != Some(false));
         let resumed = files::read_text(&ws.dir, &ws.continue_md())
             .ok()
+            .filter(|_| !another_alive)
             .and_then(|t| {
                 t.lines()
                     .find(|l| l.starts_with("Stopped"))

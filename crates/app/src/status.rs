@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use warden_core::artifact;
-use warden_core::model::{Phase, PhaseStatus, Role, Status, Task, TaskId};
+use warden_core::model::{Phase, Role, Status, Task, TaskId};
 use warden_store::Workspace;
 
 use crate::supervisor::StepFailure;
@@ -367,10 +367,7 @@ pub fn any_alive(supervisors: &[SupervisorView]) -> bool {
 
 /// Is `t` being worked on, and how?
 fn running_of(t: &Task) -> Option<Running> {
-    let phase = warden_core::model::Phase::ALL
-        .iter()
-        .copied()
-        .find(|p| t.phases().get(*p) == PhaseStatus::Running);
+    let phase = t.running_phase();
     let session = t.live_session().map(str::to_owned).filter(|_| !t.is_dead());
     if phase.is_none() && session.is_none() {
         return None;

@@ -747,11 +747,7 @@ fn follow_log(g: &Global, app: &App, id: &TaskId) -> Result<()> {
         } else if quiet_since.elapsed() >= std::time::Duration::from_millis(300) {
             let t = app.get(id)?;
             let live = t.live_session().is_some() && !t.is_dead();
-            let running = t
-                .phases()
-                .iter()
-                .any(|(_, s)| s == warden_core::model::PhaseStatus::Running);
-            if !live && !running {
+            if !live && t.running_phase().is_none() {
                 return Ok(());
             }
             quiet_since = std::time::Instant::now();

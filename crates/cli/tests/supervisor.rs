@@ -786,3 +786,31 @@ fn an_interrupted_until_idle_run_does_not_say_all_is_done() {
     stop(a);
     p.ok(&["task", "cancel", "s"]);
 }
+
+/// A cancelled task runs nothing: `warden status` does not list it as running (its
+/// `work` phase stayed marked `running`, and it was listed for good), and `task log -f`
+/// on it returns instead of waiting for ever.
+#[test]
+fn a_cancelled_task_is_not_running_and_its_log_follow_ends() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "s", "work": "sleep 600"}]}"#);
+    let run = p.spawn_run();
+    p.wait_task("s", 30, "its work session is alive", |t| {
+        t["session"].is_string()
+    });
+    let running = p.ok(&["--json", "status"]);
+    let v: Value = serde_json::from_str(&running).unwrap();
+    assert_eq!(v["running"][0]["id"], "s", "{v}");
+    p.ok(&["task", "cancel", "s"]);
+    stop(run);
+    let v: Value = serde_json::from_str(&p.ok(&["--json", "status"])).unwrap();
+    assert_eq!(v["running"], serde_json::json!([]), "{v}");
+    let mut follow = p
+        .cmd(&["task", "log", "s", "-f"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_gone(follow.id(), 20);
+    assert_eq!(follow.wait().unwrap().code(), Some(0));
+}

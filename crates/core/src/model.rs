@@ -748,6 +748,21 @@ impl Task {
         }
         out
     }
+    /// The phase that runs now, if one does: one marked `running` while the task is
+    /// under way (working or in review) with no dead session. A phase left `running` by a
+    /// task that was cancelled, got stuck or waits for an answer runs no more: its
+    /// sessions were stopped or are gone.
+    pub fn running_phase(&self) -> Option<Phase> {
+        let under_way = matches!(
+            self.status(),
+            Status::Working | Status::AgentReview | Status::Reviewing
+        ) && !self.is_dead();
+        Phase::ALL
+            .iter()
+            .copied()
+            .filter(|_| under_way)
+            .find(|p| self.phases().get(*p) == PhaseStatus::Running)
+    }
     /// Is `e` the hand-off whose guard failed in the current status entry?
     pub fn refused_handoff(&self, e: &crate::artifact::Evidence) -> bool {
         self.runner.refused.as_ref().is_some_and(|r| r.is(e))

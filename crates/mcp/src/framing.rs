@@ -20,6 +20,12 @@ const PREFIX_BYTES: usize = 64 * 1024;
 /// The method of the request that stands for an oversized message.
 pub const OVERSIZED_METHOD: &str = "warden/oversized";
 
+/// The method of the request that stands for a message rmcp would drop, or answer
+/// without its id: one that is not JSON (or nested past what a parser takes), or whose
+/// envelope is wrong (`jsonrpc` not "2.0", `params` not an object, `tools/call`
+/// arguments not an object). Its params carry the JSON-RPC error code and message.
+pub const INVALID_METHOD: &str = "warden/invalid";
+
 /// A reader of `input` whose lines are at most `limit` bytes, each longer one replaced
 /// as described in the module documentation.
 pub fn bounded<R: AsyncRead + Unpin + Send + 'static>(input: R, limit: usize) -> DuplexStream {
@@ -58,7 +64,7 @@ pub fn bounded<R: AsyncRead + Unpin + Send + 'static>(input: R, limit: usize) ->
             let out = if oversized {
                 stand_in(&line, seen)
             } else {
-                Some(std::mem::take(&mut line))
+                checked(std::mem::take(&mut line))
             };
             if let Some(out) = out
                 && tx.write_all(&out).await.is_err()
@@ -72,6 +78,69 @@ pub fn bounded<R: AsyncRead + Unpin + Send + 'static>(input: R, limit: usize) ->
         let _ = tx.shutdown().await;
     });
     rx
+}
+
+/// `line` as rmcp should see it: itself when rmcp answers it properly, else a stand-in
+/// request with the same id that the server answers with the error (see
+/// [`INVALID_METHOD`]); `None` (with a line on stderr) when it has no id to answer.
+fn checked(line: Vec<u8>) -> Option<Vec<u8>> {
+    let invalid = |id: serde_json::Value, code: i32, message: String| {
+        let msg = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": INVALID_METHOD,
+            "params": {"code": code, "message": message},
+        });
+        let mut out = msg.to_string().into_bytes();
+        out.push(b'\n');
+        Some(out)
+    };
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Some(line);
+    }
+    let v: serde_json::Value = match serde_json::from_slice(&line) {
+        Ok(v) => v,
+        Err(e) => {
+            let text = String::from_utf8_lossy(&line);
+            return match top_level_id(&text) {
+                Some(id) => invalid(id, -32700, format!("the message is not valid JSON: {e}")),
+                None => {
+                    eprintln!(
+                        "warden mcp: dropped a message that is not valid JSON and names no id ({e})"
+                    );
+                    None
+                }
+            };
+        }
+    };
+    // A notification (no id) is answered by nobody; an array (a batch) is rmcp's.
+    let Some(id) = v
+        .get("id")
+        .filter(|i| i.is_number() || i.is_string())
+        .cloned()
+    else {
+        return Some(line);
+    };
+    if v.get("jsonrpc").and_then(|j| j.as_str()) != Some("2.0") {
+        return invalid(id, -32600, "\"jsonrpc\" must be \"2.0\"".to_owned());
+    }
+    match v.get("params") {
+        None | Some(serde_json::Value::Object(_)) => {}
+        Some(_) => return invalid(id, -32602, "\"params\" must be an object".to_owned()),
+    }
+    if v.get("method").and_then(|m| m.as_str()) == Some("tools/call")
+        && v["params"]
+            .get("arguments")
+            .is_some_and(|a| !a.is_object() && !a.is_null())
+    {
+        return invalid(
+            id,
+            -32602,
+            "the arguments of tools/call must be an object (the tool's parameters by name)"
+                .to_owned(),
+        );
+    }
+    Some(line)
 }
 
 /// The request that stands for an oversized message, or `None` when its id is not in
@@ -187,6 +256,60 @@ mod tests {
         let t = r#"{"jsonrpc":"2.0","method":"notifications/x","params":{"id":1,"#;
         assert_eq!(top_level_id(t), None);
         assert_eq!(top_level_id(r#"{"id":{"a":1}}"#), None);
+    }
+
+    /// What rmcp would drop, or answer without its id, becomes a stand-in with the id
+    /// and the JSON-RPC error; what rmcp answers well passes as it is. Before, a client
+    /// that sent `{not json`, a request nested 200,000 deep, or `"params":"str"` waited
+    /// for ever.
+    #[test]
+    fn a_message_rmcp_would_not_answer_becomes_a_stand_in_with_its_id() {
+        let stand = |line: &str| -> Option<serde_json::Value> {
+            checked(format!("{line}\n").into_bytes())
+                .map(|b| serde_json::from_slice(&b).unwrap_or(serde_json::json!("passed")))
+        };
+        let error = |line: &str| {
+            let v = stand(line).expect("answered");
+            assert_eq!(v["method"], INVALID_METHOD, "{line}");
+            (v["id"].clone(), v["params"]["code"].as_i64().unwrap())
+        };
+        let deep = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"x\":{}{}}}}}",
+            "[".repeat(200_000),
+            "]".repeat(200_000)
+        );
+        assert_eq!(error(&deep), (serde_json::json!(1), -32700));
+        assert_eq!(
+            error(r#"{"jsonrpc":"2.0","id":"a","method":"x","params":{"#),
+            (serde_json::json!("a"), -32700)
+        );
+        assert_eq!(
+            error(r#"{"jsonrpc":"2.0","id":55,"method":"tools/call","params":"str"}"#),
+            (serde_json::json!(55), -32602)
+        );
+        assert_eq!(
+            error(r#"{"jsonrpc":"1.0","id":52,"method":"ping"}"#),
+            (serde_json::json!(52), -32600)
+        );
+        assert_eq!(
+            error(
+                r#"{"jsonrpc":"2.0","id":56,"method":"tools/call","params":{"name":"task_get","arguments":"str"}}"#
+            ),
+            (serde_json::json!(56), -32602)
+        );
+        // No id: nobody waits (stderr says so).
+        assert_eq!(stand("{not json"), None);
+        // What rmcp answers itself passes untouched.
+        let ok = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_get","arguments":{"id":"a"}}}"#;
+        assert_eq!(
+            checked(format!("{ok}\n").into_bytes()),
+            Some(format!("{ok}\n").into_bytes())
+        );
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert_eq!(
+            checked(note.as_bytes().to_vec()),
+            Some(note.as_bytes().to_vec())
+        );
     }
 
     #[tokio::test]

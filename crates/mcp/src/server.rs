@@ -780,6 +780,15 @@ impl ServerHandler for WardenServer {
         request: rmcp::model::CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        if request.method == crate::framing::INVALID_METHOD {
+            let p = request.params.unwrap_or_default();
+            let code = p["code"].as_i64().unwrap_or(-32600) as i32;
+            let message = p["message"]
+                .as_str()
+                .unwrap_or("invalid request")
+                .to_owned();
+            return Err(ErrorData::new(rmcp::model::ErrorCode(code), message, None));
+        }
         if request.method != crate::framing::OVERSIZED_METHOD {
             return Err(ErrorData::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,

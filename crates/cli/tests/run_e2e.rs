@@ -1989,6 +1989,13 @@ fn a_session_that_vanished_after_it_started_is_charged(mode: &str) {
         [(Value::from("current"), Value::from(128))],
         "{history}"
     );
+    // Nothing of it runs on: its program outlived the tmux server (the pane's script
+    // traps HUP), and a respawn would have put a second one beside it.
+    assert_eq!(
+        warden_runner::check::session_groups(&sid),
+        Vec::<u32>::new(),
+        "the session's processes were stopped before it was reported gone"
+    );
 }
 
 #[test]

@@ -469,6 +469,59 @@ fn stop_check(note: &Path, grace: Duration, which: impl Fn(bool) -> bool) -> Opt
     Some(group)
 }
 
+/// The process groups (not this process's own) of every process that carries
+/// `WARDEN_SESSION=<session>` in its environment: what is left of a session whose tmux
+/// pane or server is gone (its program does not die with the pane: the pane's script
+/// traps HUP, and an agent's children go on). Read from `/proc`, for this rare case.
+pub fn session_groups(session: &str) -> Vec<u32> {
+    let needle = format!("WARDEN_SESSION={session}");
+    let own = rustix::process::getpgrp().as_raw_nonzero().get() as u32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut groups: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        })
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command name: state, ppid, pgrp.
+            stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(2)?
+                .parse::<u32>()
+                .ok()
+        })
+        .filter(|&g| g != 0 && g != own)
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
+/// Stops what is left of session `session` (see [`session_groups`]): TERM to each of its
+/// groups, then KILL to any still there after `grace`. Returns the groups it signalled.
+pub fn stop_session_remains(session: &str, grace: Duration) -> Vec<u32> {
+    let groups = session_groups(session);
+    for &g in &groups {
+        term_group(g);
+    }
+    let deadline = std::time::Instant::now() + grace;
+    let alive = |g: u32| {
+        rustix::process::Pid::from_raw(g as i32)
+            .is_some_and(|p| rustix::process::test_kill_process_group(p).is_ok())
+    };
+    while groups.iter().any(|&g| alive(g)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &g in groups.iter().filter(|&&g| alive(g)) {
+        kill_group(g);
+    }
+    groups
+}
+
 /// Sends SIGKILL to a whole process group.
 pub fn kill_group(pgid: u32) {
     signal_group(pgid, rustix::process::Signal::KILL);

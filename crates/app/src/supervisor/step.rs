@@ -162,6 +162,14 @@ impl Step<'_> {
                         )));
                     }
                 }
+                // A pane (or the whole tmux server) killed from outside leaves its
+                // program running: it is stopped before the session is reported gone,
+                // or a respawn would put a second agent beside it.
+                let mut remains = Vec::new();
+                if pane.is_none() && self.opts.mode == super::Mode::Tmux {
+                    let grace = Duration::from_secs(self.eng().config.limits.kill_after_s);
+                    remains = warden_runner::check::stop_session_remains(session, grace);
+                }
                 let code = recorded
                     .or(pane.as_ref().and_then(|p| p.dead_status))
                     .unwrap_or(schedule::UNKNOWN_EXIT);
@@ -172,9 +180,18 @@ impl Step<'_> {
                 };
                 self.app.exited(id, &report)?;
                 files.remove();
-                Ok(Some(format!(
-                    "session {session} ended unseen (exit {code})"
-                )))
+                Ok(Some(if remains.is_empty() {
+                    format!("session {session} ended unseen (exit {code})")
+                } else {
+                    format!(
+                        "session {session} ended unseen (exit {code}); its pane was gone but its program ran on (process group {}): stopped",
+                        remains
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }))
             }
             Action::ResetWorktree => {
                 if let Some(repo) = self.repo {

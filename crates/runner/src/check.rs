@@ -333,8 +333,20 @@ pub fn run_check_noted(
     // The check is over when its process is: what it left running in its group ends
     // with it.
     let c = collect(&mut child, Some(KEEP_BYTES), Some(timeout), true);
+    // Stopped by a person's cancel (see `stop_noted_check`): no verdict on the work, so
+    // no failure to charge; the caller records nothing and lets the cancel through.
+    let stopped = noted.is_some_and(|p| std::fs::remove_file(stop_mark(p)).is_ok());
     if let Some(p) = noted {
         let _ = std::fs::remove_file(p);
+    }
+    if stopped {
+        return CheckRun {
+            outcome: GuardOutcome::Error(format!(
+                "{} was stopped: a person is cancelling the task",
+                describe(spec)
+            )),
+            output: String::new(),
+        };
     }
     let (status, timed_out) = (c.status, c.timed_out);
     let mut output = String::from_utf8_lossy(&c.stdout).into_owned();
@@ -438,7 +450,25 @@ fn noted_check(note: &Path, holder: u32, group: u32, start: u64) -> Option<bool>
 /// process, by its start time), is signalled: a stale note, whose numbers may name
 /// someone else's processes by now, is ignored. Returns the group stopped.
 pub fn stop_noted_check(note: &Path, grace: Duration) -> Option<u32> {
-    stop_check(note, grace, |_| true)
+    // Said before the signal, so that the check's holder, seeing it end, knows why.
+    if read_note(note).is_some() {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(stop_mark(note));
+    }
+    let stopped = stop_check(note, grace, |_| true);
+    if stopped.is_none() {
+        let _ = std::fs::remove_file(stop_mark(note));
+    }
+    stopped
+}
+
+/// The file a person's stop of a noted check leaves beside its note.
+fn stop_mark(note: &Path) -> std::path::PathBuf {
+    let mut p = note.as_os_str().to_owned();
+    p.push(".stopped");
+    std::path::PathBuf::from(p)
 }
 
 /// Stops the check `note` names only if its holder died (a `warden run` killed while it
@@ -580,12 +610,14 @@ mod tests {
         };
         assert!(stopped > 0);
         let r = run.join().unwrap();
+        // A stop is no verdict on the work: an error, which charges nothing.
         assert!(
-            matches!(&r.outcome, GuardOutcome::Fail(out) if out.contains("killed by a signal")),
+            matches!(&r.outcome, GuardOutcome::Error(e) if e.contains("was stopped: a person is cancelling the task")),
             "{:?}",
             r.outcome
         );
         assert!(!note.exists(), "the note goes with the check");
+        assert!(!stop_mark(&note).exists(), "and so does its stop mark");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

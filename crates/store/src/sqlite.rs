@@ -295,8 +295,18 @@ fn heads_at() -> usize {
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
+    /// The file opened (device, inode): a long-running process (a console, a
+    /// supervisor) whose file was removed or replaced under it would write into the
+    /// old one, and every such write would be lost.
+    file: Option<(u64, u64)>,
     /// A commit made by [`Store::commit_unsynced`] waits for [`Store::sync`].
     unsynced: std::cell::Cell<bool>,
+}
+
+/// The device and inode of the file at `path`.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The WAL file of the database at `path`.
@@ -363,6 +373,7 @@ impl SqliteStore {
         let store = SqliteStore {
             conn,
             path: path.to_path_buf(),
+            file: file_id(path),
             unsynced: std::cell::Cell::new(false),
         };
         store
@@ -410,6 +421,21 @@ impl SqliteStore {
 
     fn err(&self, e: rusqlite::Error) -> StoreError {
         map_err(e, &self.path)
+    }
+
+    /// Refuses to go on with a store file that is not the one this process opened (it
+    /// was removed, or another file was put in its place): what it wrote would go into
+    /// the old file and be lost, and what it read would be the old file's.
+    fn same_file(&self) -> Result<(), StoreError> {
+        match (self.file, file_id(&self.path)) {
+            (Some(opened), Some(now)) if opened == now => Ok(()),
+            (None, _) => Ok(()),
+            (Some(_), now) => Err(StoreError::Io(format!(
+                "the store {} was {} since this process opened it; nothing was written: start this `warden` process again (a console, a supervisor, a dashboard) to use the store that is there now",
+                self.path.display(),
+                if now.is_none() { "removed" } else { "replaced" }
+            ))),
+        }
     }
 
     /// Checkpoints the whole WAL and, when nothing was left behind, commits an unchanged
@@ -1265,6 +1291,7 @@ impl Store for SqliteStore {
     }
 
     fn commit(&self, batch: Batch) -> Result<Vec<Event>, StoreError> {
+        self.same_file()?;
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(|e| self.err(e))?;
         failpoint::hit("after-begin");
@@ -1471,6 +1498,7 @@ impl Store for SqliteStore {
         now: jiff::Timestamp,
         ttl: Duration,
     ) -> Result<Option<Lease>, StoreError> {
+        self.same_file()?;
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(|e| self.err(e))?;
         let cur: Option<(String, i64, String)> = tx
@@ -1570,6 +1598,8 @@ impl Store for SqliteStore {
     }
 
     fn data_version(&self) -> Result<u64, StoreError> {
+        // The long-running views poll this: a replaced file is said, not shown stale.
+        self.same_file()?;
         let v: i64 = self
             .conn
             .pragma_query_value(None, "data_version", |r| r.get(0))
@@ -1608,6 +1638,44 @@ mod tests {
     fn created(id: &str) -> ops::Change {
         let spec = TaskSpec::new(TaskId::new(id).unwrap(), WorkflowKind::Review, 3);
         ops::create(spec, Initial::NEW, &ctx()).unwrap()
+    }
+
+    /// A store file removed or replaced under a long-running process (a console, a
+    /// supervisor) is said at its next write or poll: before, the writes went into the
+    /// old file, the console showed it for good, and an approve merged in git while its
+    /// record was lost.
+    #[test]
+    fn a_store_file_removed_or_replaced_under_it_is_refused() {
+        let (dir, s) = temp_db();
+        s.commit(Batch {
+            changes: vec![created("a")],
+            ..Default::default()
+        })
+        .unwrap();
+        let path = dir.join("warden.db");
+        let other = dir.join("other.db");
+        drop(SqliteStore::open(&other, 5000).unwrap());
+        std::fs::rename(&other, &path).unwrap();
+        let write = || {
+            s.commit(Batch {
+                changes: vec![created("b")],
+                ..Default::default()
+            })
+        };
+        let e = write().unwrap_err().to_string();
+        assert!(
+            e.contains("was replaced since this process opened it"),
+            "{e}"
+        );
+        let e = s.data_version().unwrap_err().to_string();
+        assert!(e.contains("was replaced"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+        let e = write().unwrap_err().to_string();
+        assert!(
+            e.contains("was removed since this process opened it"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The row read before a write names the head columns in [`HEAD_COLS`]'s order,
@@ -1848,6 +1916,7 @@ mod tests {
                 conn: Connection::open(&path).unwrap(),
                 path: path.clone(),
                 unsynced: std::cell::Cell::new(false),
+                file: None,
             };
             old_commit(&s3.conn, &created("a"));
             // A row the old fold wrote differently from today's.
@@ -1944,6 +2013,7 @@ mod tests {
                 conn: Connection::open(&path).unwrap(),
                 path: path.clone(),
                 unsynced: std::cell::Cell::new(false),
+                file: None,
             };
             for id in ["a", "b"] {
                 old_commit(&s1.conn, &created(id));

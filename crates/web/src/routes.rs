@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -109,24 +110,36 @@ async fn events(State(s): State<Arc<Shared>>) -> Result<Response, ApiError> {
 
 async fn task_detail(
     State(s): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&id)?;
+    let id = parse_id(&path(id)?)?;
     let d = s.pool.run(move |app| detail::read(app, &id)).await?;
     Ok(axum::Json(d).into_response())
 }
 
 async fn task_live(
     State(s): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&id)?;
+    let id = parse_id(&path(id)?)?;
     let check = id.clone();
     s.pool.run(move |app| app.get(&check).map(|_| ())).await?;
     let permit = Arc::clone(&s.task_streams)
         .try_acquire_owned()
         .map_err(|_| busy("task"))?;
     Ok(live::task_stream(&s.ws, &id, s.shutdown.clone(), permit).into_response())
+}
+
+/// The URL's path parameters, or a JSON failure like every other (axum's own rejection
+/// is plain text): a task id that is not UTF-8 once decoded, for one.
+fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    p.map(|Path(v)| v).map_err(|e| {
+        Failure::usage(format!(
+            "the URL's path is not a task's ({}); use the id as `warden task list` shows it",
+            e.body_text()
+        ))
+        .into()
+    })
 }
 
 /// An action's body: `{}`, or `{"reason": "…"}` for a rejection.
@@ -145,9 +158,10 @@ struct Acted {
 
 async fn act(
     State(s): State<Arc<Shared>>,
-    Path((id, action)): Path<(String, String)>,
+    parts: Result<Path<(String, String)>, PathRejection>,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let (id, action) = path(parts)?;
     let id = parse_id(&id)?;
     let bytes = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| {
         ApiError::refused(

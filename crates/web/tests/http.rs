@@ -493,6 +493,10 @@ fn failures_have_the_documented_statuses() {
     };
     check(f.get("/api/tasks/nope", &[]), 404, 3);
     check(f.get("/api/tasks/Bad%20Id", &[]), 400, 2);
+    // A path that is not UTF-8 once decoded is a JSON failure too (it was axum's text).
+    check(f.get("/api/tasks/%ff", &[]), 400, 2);
+    check(f.get("/api/tasks/%ff/live", &[]), 400, 2);
+    check(f.act("%ff", "approve", "{}"), 400, 2);
     check(f.get("/no/such/page", &[]), 404, 3);
     check(f.act("a", "explode", "{}"), 404, 3);
     check(f.get("/api/tasks/rev/approve", &[]), 405, 2);

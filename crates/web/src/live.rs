@@ -233,6 +233,9 @@ struct Output {
     note: Option<String>,
 }
 
+/// How many of the last bytes sent a stream checks are still in the log.
+const LAST_BYTES: usize = 64;
+
 /// Where one task's stream is in its files.
 #[derive(Debug)]
 struct Follow {
@@ -241,6 +244,11 @@ struct Follow {
     task_md: PathBuf,
     /// Bytes of output.log already sent (`None` before the first look).
     offset: Option<u64>,
+    /// The file those bytes came from (device, inode), and the last of them as read:
+    /// a log replaced, or truncated and written again past where the stream was, is
+    /// sent again from its start instead of from a stale offset.
+    file: Option<(u64, u64)>,
+    last: Vec<u8>,
     /// Bytes read but not yet sent: the start of a UTF-8 character cut by the read.
     pending: Vec<u8>,
     /// TASK.md's size and modification time when last looked at.
@@ -261,6 +269,8 @@ pub fn task_stream(
         log: ws.output_log(id),
         task_md: ws.task_file(id),
         offset: None,
+        file: None,
+        last: Vec::new(),
         pending: Vec::new(),
         task_md_stamp: stamp(&ws.task_file(id)),
     };
@@ -361,6 +371,26 @@ fn read_log(f: &mut Follow, display: &str) -> Result<Option<Output>, String> {
         }
     };
     let len = meta.len();
+    let io = |e: std::io::Error| format!("{display}: {e}");
+    let mut file = std::fs::File::open(&f.log).map_err(io)?;
+    let this = {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    };
+    // Still the bytes that were sent, in the same file? Else it was rewritten.
+    let rewritten = f.offset.is_some_and(|o| {
+        this != f.file
+            || (len >= o && !f.last.is_empty() && {
+                let mut seen = vec![0u8; f.last.len()];
+                file.seek(SeekFrom::Start(o - f.last.len() as u64)).is_err()
+                    || file.read_exact(&mut seen).is_err()
+                    || seen != f.last
+            })
+    });
+    if rewritten {
+        f.offset = None;
+    }
+    f.file = this;
     let (start, reset) = match f.offset {
         // First look, the file shrank (rewritten), or too much to send: the tail.
         None => (len.saturating_sub(TAIL_BYTES), true),
@@ -368,12 +398,21 @@ fn read_log(f: &mut Follow, display: &str) -> Result<Option<Output>, String> {
         Some(o) if len == o => return Ok(None),
         Some(o) => (o, false),
     };
-    let io = |e: std::io::Error| format!("{display}: {e}");
-    let mut file = std::fs::File::open(&f.log).map_err(io)?;
     file.seek(SeekFrom::Start(start)).map_err(io)?;
     let mut bytes = Vec::new();
     file.take(len - start).read_to_end(&mut bytes).map_err(io)?;
     f.offset = Some(start + bytes.len() as u64);
+    // What a later look checks is still there (with what came before, when few bytes
+    // were read this time).
+    let mut last = if reset {
+        Vec::new()
+    } else {
+        std::mem::take(&mut f.last)
+    };
+    last.extend_from_slice(&bytes);
+    let keep = last.len().saturating_sub(LAST_BYTES);
+    last.drain(..keep);
+    f.last = last;
     if reset {
         f.pending.clear();
         if start > 0 {
@@ -402,4 +441,62 @@ fn read_log(f: &mut Follow, display: &str) -> Result<Option<Output>, String> {
         text: String::from_utf8_lossy(&bytes).into_owned(),
         note: None,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn follow(dir: &Path) -> Follow {
+        Follow {
+            dir: dir.to_path_buf(),
+            log: dir.join("output.log"),
+            task_md: dir.join("TASK.md"),
+            offset: None,
+            file: None,
+            last: Vec::new(),
+            pending: Vec::new(),
+            task_md_stamp: None,
+        }
+    }
+
+    /// A log truncated and written again past where the stream was, or replaced, is
+    /// sent again from its start (a reset). Before, the stream went on from its old
+    /// offset: the new text lost its first bytes, and no reset was sent.
+    #[test]
+    fn a_rewritten_log_is_sent_again_from_its_start() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("output.log");
+        std::fs::write(&log, "start\n").unwrap();
+        let mut f = follow(d.path());
+        let o = read_log(&mut f, "log").unwrap().unwrap();
+        assert_eq!((o.reset, o.text.as_str()), (true, "start\n"));
+        // Appended: only what is new.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap()
+            .write_all(b"more\n")
+            .unwrap();
+        let o = read_log(&mut f, "log").unwrap().unwrap();
+        assert_eq!((o.reset, o.text.as_str()), (false, "more\n"));
+        assert!(read_log(&mut f, "log").unwrap().is_none());
+        // Truncated in place and written past the old offset.
+        std::fs::write(&log, "AAAAAAAAAAAAAA-replaced\n").unwrap();
+        let o = read_log(&mut f, "log").unwrap().unwrap();
+        assert_eq!(
+            (o.reset, o.text.as_str()),
+            (true, "AAAAAAAAAAAAAA-replaced\n")
+        );
+        // Replaced by another file (a rotation).
+        let new = d.path().join("new.log");
+        std::fs::write(&new, "AAAAAAAAAAAAAA-replaced\nnext\n").unwrap();
+        std::fs::rename(&new, &log).unwrap();
+        let o = read_log(&mut f, "log").unwrap().unwrap();
+        assert_eq!(
+            (o.reset, o.text.as_str()),
+            (true, "AAAAAAAAAAAAAA-replaced\nnext\n")
+        );
+    }
 }

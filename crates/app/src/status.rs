@@ -195,7 +195,7 @@ impl App {
             if let Some(n) = self.needs_you(t) {
                 needs_you.push(n);
             }
-            if let Some(r) = running_of(t) {
+            if let Some(r) = running_of(t, &self.ws().check_note(t.id())) {
                 running.push(r);
             }
         }
@@ -366,8 +366,16 @@ pub fn any_alive(supervisors: &[SupervisorView]) -> bool {
 }
 
 /// Is `t` being worked on, and how?
-fn running_of(t: &Task) -> Option<Running> {
-    let phase = t.running_phase();
+fn running_of(t: &Task, check_note: &Path) -> Option<Running> {
+    // A check (prechecks, or the guard of a hand-off) runs under the task's lock and is
+    // recorded when it ends; its note says it runs now.
+    let phase = t.running_phase().or_else(|| {
+        (t.status() == Status::Working && warden_runner::check::noted_check_running(check_note))
+            .then(|| match t.phases().get(Phase::Prechecks) {
+                warden_core::model::PhaseStatus::Pending => Phase::Prechecks,
+                _ => Phase::Postchecks,
+            })
+    });
     let session = t.live_session().map(str::to_owned).filter(|_| !t.is_dead());
     if phase.is_none() && session.is_none() {
         return None;

@@ -814,3 +814,24 @@ fn a_cancelled_task_is_not_running_and_its_log_follow_ends() {
     wait_gone(follow.id(), 20);
     assert_eq!(follow.wait().unwrap().code(), Some(0));
 }
+
+/// A task whose checks run shows as running, with the phase (before, a task whose
+/// prechecks ran for minutes showed "Running: nothing" and its prechecks pending).
+#[test]
+fn a_task_whose_checks_run_shows_as_running() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "c", "work": "true", "prechecks": "sleep 600"}]}"#);
+    let run = p.spawn_run();
+    let note = p.root.join(".warden/tasks/c/check.pid");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The note names the check's holder, group and start once it runs.
+    while !std::fs::read_to_string(&note).is_ok_and(|t| t.split_whitespace().count() == 3) {
+        assert!(Instant::now() < deadline, "the prechecks never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let v: Value = serde_json::from_str(&p.ok(&["--json", "status"])).unwrap();
+    assert_eq!(v["running"][0]["id"], "c", "{v}");
+    assert_eq!(v["running"][0]["phase"], "prechecks", "{v}");
+    p.ok(&["task", "cancel", "c"]);
+    stop(run);
+}

@@ -464,6 +464,12 @@ pub fn stop_noted_check(note: &Path, grace: Duration) -> Option<u32> {
     stopped
 }
 
+/// Does the check `note` names run now (its holder's, or an orphan)?
+pub fn noted_check_running(note: &Path) -> bool {
+    read_note(note)
+        .is_some_and(|(holder, group, start)| noted_check(note, holder, group, start).is_some())
+}
+
 /// The file a person's stop of a noted check leaves beside its note.
 fn stop_mark(note: &Path) -> std::path::PathBuf {
     let mut p = note.as_os_str().to_owned();

@@ -816,7 +816,8 @@ fn a_cancelled_task_is_not_running_and_its_log_follow_ends() {
 }
 
 /// A task whose checks run shows as running, with the phase (before, a task whose
-/// prechecks ran for minutes showed "Running: nothing" and its prechecks pending).
+/// prechecks ran for minutes showed "Running: nothing" and its prechecks pending); a
+/// cancel that stops them records no failure of them.
 #[test]
 fn a_task_whose_checks_run_shows_as_running() {
     let p = Project::new("process");
@@ -832,6 +833,20 @@ fn a_task_whose_checks_run_shows_as_running() {
     let v: Value = serde_json::from_str(&p.ok(&["--json", "status"])).unwrap();
     assert_eq!(v["running"][0]["id"], "c", "{v}");
     assert_eq!(v["running"][0]["phase"], "prechecks", "{v}");
+    // A cancel stops them; that is no verdict on the task: no failed prechecks, no heal.
     p.ok(&["task", "cancel", "c"]);
+    let log = p.root.join(".warden/tasks/c/check.pid");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while log.exists() {
+        assert!(Instant::now() < deadline, "the prechecks were not stopped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     stop(run);
+    let events = p.events("c");
+    assert!(
+        !events.iter().any(|e| e["type"] == "auto.healed"
+            || (e["type"] == "phase.changed" && e["data"]["phase"] == "prechecks")),
+        "{:?}",
+        kinds(&events)
+    );
 }

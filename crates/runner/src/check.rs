@@ -341,10 +341,7 @@ pub fn run_check_noted(
     }
     if stopped {
         return CheckRun {
-            outcome: GuardOutcome::Error(format!(
-                "{} was stopped: a person is cancelling the task",
-                describe(spec)
-            )),
+            outcome: GuardOutcome::Error(format!("{} {STOPPED}", describe(spec))),
             output: String::new(),
         };
     }
@@ -462,6 +459,15 @@ pub fn stop_noted_check(note: &Path, grace: Duration) -> Option<u32> {
         let _ = std::fs::remove_file(stop_mark(note));
     }
     stopped
+}
+
+/// How a check a person's cancel stopped ends its error: no verdict on the work, so
+/// nothing to record (see [`stopped_by_cancel`]).
+pub const STOPPED: &str = "was stopped: a person is cancelling the task";
+
+/// Is this a check's error (or a phase's detail) saying a person's cancel stopped it?
+pub fn stopped_by_cancel(text: &str) -> bool {
+    text.ends_with(STOPPED)
 }
 
 /// Does the check `note` names run now (its holder's, or an orphan)?

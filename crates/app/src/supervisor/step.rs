@@ -79,6 +79,24 @@ impl Step<'_> {
                         .into());
                     }
                 };
+                // Stopped by a person's cancel: no verdict on the task, nothing to
+                // record. The cancel commits as soon as the check is gone: wait for it
+                // (a little), so the next pass does not start the check again first.
+                if r.detail
+                    .as_deref()
+                    .is_some_and(warden_runner::check::stopped_by_cancel)
+                {
+                    let until = std::time::Instant::now() + Duration::from_secs(10);
+                    while std::time::Instant::now() < until
+                        && self.eng().get(id)?.status() == Status::Working
+                    {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    return Ok(Some(format!(
+                        "{} stopped: a person is cancelling the task",
+                        r.phase
+                    )));
+                }
                 self.write(id, |t, _| {
                     Ok(Decision::retryable(schedule::react_phase(
                         t,

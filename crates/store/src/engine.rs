@@ -1066,16 +1066,13 @@ pub fn misplaced(prev: &[Task], batch: &Batch) -> Option<String> {
                 break;
             };
             if a.status() == Status::Cancelled {
-                let (p, under) = (a.id(), t.spec.parent.as_ref().unwrap_or(a.id()));
-                let which = if under == p {
-                    format!("{p} is cancelled")
-                } else {
-                    format!("{p}, which holds {under}, is cancelled")
+                // The words `plan apply` refuses the same placement with.
+                let refusal = warden_core::tree::ApplyError::UnderCancelled {
+                    id: t.id().clone(),
+                    parent: t.spec.parent.clone().unwrap_or_else(|| a.id().clone()),
+                    cancelled: a.id().clone(),
                 };
-                return Some(format!(
-                    "task {} cannot go under {under}: {which}, and nothing under a cancelled task runs; give it another parent",
-                    t.id()
-                ));
+                return Some(refusal.to_string());
             }
             up = a.spec.parent.as_ref();
         }

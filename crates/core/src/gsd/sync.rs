@@ -411,17 +411,9 @@ pub fn plans_by_id(tree: &PlanningTree) -> BTreeMap<&str, &Plan> {
 /// (`ops::validate_spec`) whatever a directory or heading held (a DEL, a line break);
 /// one with nothing else keeps the id.
 fn set_title(spec: &mut TaskSpec, title: &str) {
-    let t = if title.chars().any(char::is_control) {
-        title
-            .replace(|c: char| c.is_control(), " ")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    } else {
-        title.to_owned()
-    };
+    let t = crate::gsd::text::one_line(title);
     if !t.trim().is_empty() {
-        spec.title = t;
+        spec.title = t.into_owned();
     }
 }
 

@@ -859,9 +859,7 @@ pub fn is_real_title(t: &str) -> bool {
 /// `(INSERTED)` marker and a `Plan 04-01:` / `Phase 23 Plan 01:` prefix dropped (the id
 /// already says it), ` - Execution Plan` dropped, cut to [`MAX_TITLE_CHARS`].
 pub fn clean_title(raw: &str) -> String {
-    // A task's title is one line of plain text (`ops::validate_spec`): a control
-    // character in a heading becomes a space.
-    let raw = raw.replace(|c: char| c.is_control(), " ");
+    let raw = one_line(raw);
     let mut t = strip_markdown(&raw);
     for marker in ["(INSERTED)", "[INSERTED]", "(inserted)", "[inserted]"] {
         t = t.replace(marker, "");
@@ -884,6 +882,17 @@ pub fn clean_title(raw: &str) -> String {
     // `Implement three modules for LNKD-03:` introduces a list; the colon is not title.
     let s = s.trim_end_matches([':', ';', ',']).trim_end();
     truncate_chars(s, MAX_TITLE_CHARS)
+}
+
+/// A name from the files as a task's title may hold it: one line of plain text
+/// (`ops::validate_spec`), each control character (a line break, a DEL, an escape) a
+/// space, and the spaces then collapsed. Unchanged when it holds none.
+pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let spaced = s.replace(|c: char| c.is_control(), " ");
+    std::borrow::Cow::Owned(spaced.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// Drops a leading `Plan 04-01:`, `Plan 8.4 —`, `Phase 23 Plan 01:`, `Phase 27:`.

@@ -6,10 +6,11 @@
 //! dependencies, no dependency that can never be met, the depth limit).
 
 use warden_core::failure::Failure;
-use warden_core::model::{Status, Task, TaskId, TaskSpec};
+use warden_core::model::{Status, TaskId, TaskSpec};
 use warden_core::ops;
 use warden_core::tree::PlanError;
-use warden_store::Batch;
+use warden_store::near::Around;
+use warden_store::{Batch, EngineError};
 
 use crate::view::TaskView;
 use crate::{App, Result};
@@ -92,15 +93,16 @@ impl App {
         };
         let shown = self.task_file_shown(id);
         let mut changed = Vec::new();
-        let changes = self.eng.write_batch(|prev| {
-            let at = |x: &TaskId| prev.binary_search_by(|t| t.id().cmp(x)).ok();
-            let Some(i) = at(id) else {
+        // Decided near the task (its parents, its dependencies' chains), so a store of
+        // 100,000 tasks is edited in a few reads (see `warden_store::near`).
+        let changes = self.eng.write_around(|tree| {
+            let Some(task) = tree.task(id)? else {
                 return Err(Failure::not_found(format!(
                     "task {id} does not exist; `warden task list` shows the tasks"
                 ))
                 .into());
             };
-            let task = &prev[i];
+            let task = &task;
             let mut spec = task.spec.clone();
             if let Some(t) = &req.title {
                 spec.title = t.clone();
@@ -116,7 +118,7 @@ impl App {
                 spec.depends_on.remove(k);
             }
             for d in &add {
-                if at(d).is_none() {
+                if !tree.exists(d)? {
                     return Err(Failure::not_found(format!(
                         "dependency {d} does not exist; create it first"
                     ))
@@ -128,13 +130,13 @@ impl App {
             }
             if let Some(p) = &parent {
                 if let Some(p) = p {
-                    if at(p).is_none() {
+                    if !tree.exists(p)? {
                         return Err(Failure::not_found(format!(
                             "parent {p} does not exist; create it first or leave out the parent"
                         ))
                         .into());
                     }
-                    if let Some(path) = parent_cycle(prev, id, p) {
+                    if let Some(path) = parent_cycle(tree, id, p)? {
                         return Err(
                             Failure::refused(PlanError::ParentCycle(path).to_string()).into()
                         );
@@ -163,7 +165,7 @@ impl App {
                 }
                 spec.max_attempts = m;
             }
-            if let Some(path) = dependency_cycle(prev, &spec) {
+            if let Some(path) = dependency_cycle(tree, &spec)? {
                 return Err(Failure::refused(PlanError::DependencyCycle(path).to_string()).into());
             }
             changed = what_changed(&task.spec, &spec);
@@ -174,7 +176,7 @@ impl App {
                 changes: vec![ops::edit(task, spec, &self.ctx(&shown))?],
                 ..Default::default()
             };
-            warden_store::engine::check_not_misplaced(prev, &batch)?;
+            warden_store::engine::check_not_misplaced(tree, &batch)?;
             Ok(batch)
         })?;
         let task = match changes.into_iter().find_map(|c| c.after) {
@@ -244,63 +246,61 @@ fn what_changed(old: &TaskSpec, new: &TaskSpec) -> Vec<FieldChange> {
 /// Moving `id` under `parent` closes a cycle when `parent` is `id` or lies below it: the
 /// path `id → parent → … → id` of the parents it would form (bounded by the tree's
 /// depth limit, which every stored tree keeps).
-fn parent_cycle(prev: &[Task], id: &TaskId, parent: &TaskId) -> Option<Vec<TaskId>> {
+fn parent_cycle(
+    tree: &mut dyn Around,
+    id: &TaskId,
+    parent: &TaskId,
+) -> Result<Option<Vec<TaskId>>, EngineError> {
     let mut path = vec![id.clone()];
     let mut at = Some(parent.clone());
     for _ in 0..=warden_core::tree::MAX_DEPTH + 1 {
-        let p = at.take()?;
+        let Some(p) = at.take() else {
+            return Ok(None);
+        };
         path.push(p.clone());
         if p == *id {
-            return Some(path);
+            return Ok(Some(path));
         }
-        at = prev
-            .binary_search_by(|t| t.id().cmp(&p))
-            .ok()
-            .and_then(|k| prev[k].spec.parent.clone());
+        at = tree.head(&p)?.and_then(|h| h.parent);
     }
-    None
+    Ok(None)
 }
 
 /// A cycle of dependencies through the edited task: `spec.id → d → … → spec.id`, found
 /// by a search from its dependencies over the stored ones (iterative; each task once).
-fn dependency_cycle(prev: &[Task], spec: &TaskSpec) -> Option<Vec<TaskId>> {
-    let deps_of = |x: &TaskId| -> &[TaskId] {
-        if *x == spec.id {
-            return &spec.depends_on;
-        }
-        match prev.binary_search_by(|t| t.id().cmp(x)) {
-            Ok(k) => &prev[k].spec.depends_on,
-            Err(_) => &[],
-        }
-    };
+fn dependency_cycle(
+    tree: &mut dyn Around,
+    spec: &TaskSpec,
+) -> Result<Option<Vec<TaskId>>, EngineError> {
     // Each task reached, with the task it was reached from.
-    let mut from: std::collections::HashMap<&TaskId, &TaskId> = Default::default();
-    let mut stack: Vec<&TaskId> = Vec::new();
+    let mut from: std::collections::HashMap<TaskId, TaskId> = Default::default();
+    let mut stack: Vec<TaskId> = Vec::new();
     // Itself among its dependencies is refused with its own message by the spec's check.
     for d in spec.depends_on.iter().filter(|d| **d != spec.id) {
-        if from.insert(d, &spec.id).is_none() {
-            stack.push(d);
+        if from.insert(d.clone(), spec.id.clone()).is_none() {
+            stack.push(d.clone());
         }
     }
     while let Some(x) = stack.pop() {
-        if *x == spec.id {
+        if x == spec.id {
             let mut path = vec![spec.id.clone()];
-            let mut at = from[x];
+            let mut at = &from[&x];
             while *at != spec.id {
                 path.push(at.clone());
-                at = from[at];
+                at = &from[at];
             }
             path.push(spec.id.clone());
             let n = path.len();
             path[1..n - 1].reverse();
-            return Some(path);
+            return Ok(Some(path));
         }
-        for d in deps_of(x) {
-            if !from.contains_key(d) {
-                from.insert(d, x);
+        let deps = tree.head(&x)?.map(|h| h.depends_on).unwrap_or_default();
+        for d in deps {
+            if !from.contains_key(&d) {
+                from.insert(d.clone(), x.clone());
                 stack.push(d);
             }
         }
     }
-    None
+    Ok(None)
 }

@@ -679,6 +679,8 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
         state: Duration,
         state_changed: Duration,
         next: Duration,
+        create: Duration,
+        edit: Duration,
         apply: Duration,
         floor: Duration,
     }
@@ -742,6 +744,37 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
             run(&dir, &["task", "update", &t, "--status", to]);
             state_changed.push(run(&dir, &["state"]));
         }
+        // A person's new task under a group in the middle, after a leaf of another, then
+        // edited (a new title, one more dependency): decided near the task
+        // (`warden_store::near`), not over every task.
+        let (mut create, mut edit) = (vec![], vec![]);
+        for i in 0..reps {
+            let new = format!("new{i}");
+            create.push(run(
+                &dir,
+                &[
+                    "task",
+                    "create",
+                    &new,
+                    "--parent",
+                    &format!("p{}", mid / 100),
+                    "--depends-on",
+                    &format!("t{}", i * 7),
+                ],
+            ));
+            edit.push(run(
+                &dir,
+                &[
+                    "task",
+                    "edit",
+                    &new,
+                    "--title",
+                    "Edited",
+                    "--depends-on",
+                    &format!("t{}", i * 7 + 1),
+                ],
+            ));
+        }
         // `plan apply` of the whole tree as `plan export` prints it, a different leaf each
         // time; beside it, the floor: read and parse that file and read the stored rows
         // (which the apply does not decode: `tree::StoredRows`).
@@ -792,6 +825,8 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
             state: percentile(state, 0.5),
             state_changed: percentile(state_changed, 0.5),
             next: percentile(next, 0.5),
+            create: percentile(create, 0.5),
+            edit: percentile(edit, 0.5),
             apply: percentile(apply, 0.5),
             floor,
         });
@@ -873,6 +908,25 @@ fn scale_rows(rows: &mut Vec<Row>, quick: bool) {
         limit: format!("{}; {}", by(&|x| ms(x.next)), growth(&|x| x.next)),
         ok: None,
     });
+    // No target of their own in issue 21: a person's write should cost what `task show`
+    // does, not a read of every task (0.38 s at 100k before `warden_store::near`).
+    for (name, f) in [
+        (
+            "`task create` under a group, after a leaf",
+            (&|x: &Fig| x.create) as &dyn Fn(&Fig) -> Duration,
+        ),
+        ("`task edit` (title, one more dependency)", &|x: &Fig| {
+            x.edit
+        }),
+    ] {
+        rows.push(Row {
+            name: format!("    {name}, {big} (p50)"),
+            figure: ms(f(last)),
+            target: "–".into(),
+            limit: format!("{}; {}", by(&|x| ms(f(x))), growth(f)),
+            ok: None,
+        });
+    }
     rows.push(Row {
         name: format!(
             "    `plan apply` end to end, {} nodes (p50)",

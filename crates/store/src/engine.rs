@@ -55,6 +55,10 @@ pub enum EngineError {
     /// A failure decided above the store (a refused template, a failed merge).
     #[error("{0}")]
     Failed(#[from] Failure),
+    /// A decision taken near one task ([`crate::near::Near`]) needs the whole tree: the
+    /// write path decides it again over every task, so no user ever sees this.
+    #[error("internal: a decision near one task needed the whole tree; this is a Warden bug")]
+    WholeTree,
 }
 
 impl EngineError {
@@ -74,6 +78,7 @@ impl EngineError {
             EngineError::Workspace(WorkspaceError::Exists(_)) => ExitCode::Refused,
             EngineError::Workspace(WorkspaceError::Io(_)) => ExitCode::Internal,
             EngineError::Workspace(_) => ExitCode::Usage,
+            EngineError::WholeTree => ExitCode::Internal,
         }
     }
 }
@@ -89,6 +94,7 @@ impl From<EngineError> for Failure {
             EngineError::Workspace(e) => e.into(),
             EngineError::Config(e) => Failure::usage(e.to_string()),
             EngineError::Failed(f) => f,
+            EngineError::WholeTree => Failure::internal(e.to_string()),
         }
     }
 }
@@ -456,6 +462,33 @@ impl Engine {
         decide: impl FnMut(Vec<crate::TaskColumns>) -> Result<Batch, EngineError>,
     ) -> Result<Vec<Change>, EngineError> {
         self.write_decided(|| Ok(self.store.task_columns()?), decide)
+    }
+
+    /// [`Engine::write_batch`] for a batch that places one task (`task create`, `task
+    /// edit`): `decide` is given the tree near it first ([`crate::near::Near`], a few
+    /// indexed reads), and the batch is committed when the depth and deadlock checks
+    /// settle there too. When anything needs more of the tree than that
+    /// ([`EngineError::WholeTree`]), it is decided again over every stored task, with
+    /// the whole-tree checks of [`Engine::write_batch`].
+    pub fn write_around(
+        &self,
+        mut decide: impl FnMut(&mut dyn crate::near::Around) -> Result<Batch, EngineError>,
+    ) -> Result<Vec<Change>, EngineError> {
+        use crate::near::{Near, Whole, settle_deadlock, settle_depth};
+        let near = self.write_decided(
+            || Ok(()),
+            |()| {
+                let mut tree = Near::new(&*self.store);
+                let batch = decide(&mut tree)?;
+                settle_depth(&mut tree, &batch)?;
+                settle_deadlock(&mut tree, &batch)?;
+                Ok(batch)
+            },
+        );
+        match near {
+            Err(EngineError::WholeTree) => self.write_batch(|prev| decide(&mut Whole::new(prev))),
+            done => done,
+        }
     }
 
     /// The write path of both: read, decide, commit; decided again after a conflict.
@@ -999,6 +1032,18 @@ pub fn check_deadlock<'a>(
 /// `plan sync` keeps a `.planning/` tree's shape: what lands under a cancelled phase is
 /// cancelled with it for `warden run` and `plan next`.
 pub fn misplaced(prev: &[Task], batch: &Batch) -> Option<String> {
+    // The whole tree answers every question without a store error.
+    misplaced_in(&mut crate::near::Whole::new(prev), batch).unwrap_or_default()
+}
+
+/// [`misplaced`] over the tree as `tree` shows it: only the ancestors of what the batch
+/// places are looked up (and whether a leaf parent has children), so a `task create`
+/// pays no map of the whole tree.
+pub fn misplaced_in(
+    tree: &mut dyn crate::near::Around,
+    batch: &Batch,
+) -> Result<Option<String>, EngineError> {
+    use warden_core::head::TaskHead;
     let placed: Vec<&Task> = batch
         .changes
         .iter()
@@ -1010,11 +1055,9 @@ pub fn misplaced(prev: &[Task], batch: &Batch) -> Option<String> {
         .filter(|a| a.spec.parent.is_some())
         .collect();
     if placed.is_empty() {
-        return None;
+        return Ok(None);
     }
-    // The batch's tasks as they will be (a removed one: gone), else the stored one
-    // (`prev` is in id order): only the ancestors of what the batch places are looked
-    // up, so a `task create` pays no map of the whole tree.
+    // The batch's tasks as they will be (a removed one: gone), else the stored one.
     let batch_tasks: std::collections::HashMap<&TaskId, Option<&Task>> = batch
         .changes
         .iter()
@@ -1024,30 +1067,33 @@ pub fn misplaced(prev: &[Task], batch: &Batch) -> Option<String> {
             (None, None) => None,
         })
         .collect();
-    let find = |id: &TaskId| match batch_tasks.get(id) {
-        Some(t) => *t,
-        None => prev
-            .binary_search_by(|t| t.id().cmp(id))
-            .ok()
-            .map(|k| &prev[k]),
+    let find = |tree: &mut dyn crate::near::Around,
+                id: &TaskId|
+     -> Result<Option<TaskHead>, EngineError> {
+        match batch_tasks.get(id) {
+            Some(t) => Ok(t.map(Task::head)),
+            None => tree.head(id),
+        }
     };
     // A parent that is a stored leaf and is not pending.
-    let mut stored_parents: Option<std::collections::HashSet<&TaskId>> = None;
     for t in &placed {
-        let Some(p) = t.spec.parent.as_ref().and_then(&find) else {
+        let Some(p) = t
+            .spec
+            .parent
+            .as_ref()
+            .map(|p| find(tree, p))
+            .transpose()?
+            .flatten()
+        else {
             continue;
         };
-        let status = p.status();
-        if matches!(status, Status::Pending | Status::Cancelled) {
+        if matches!(p.status, Status::Pending | Status::Cancelled)
+            || !tree.child_ids(&p.id)?.is_empty()
+        {
             continue;
         }
-        let parents = stored_parents
-            .get_or_insert_with(|| prev.iter().filter_map(|x| x.spec.parent.as_ref()).collect());
-        if parents.contains(p.id()) {
-            continue;
-        }
-        let (p, id) = (p.id(), t.id());
-        return Some(match status {
+        let (status, p, id) = (p.status, &p.id, t.id());
+        return Ok(Some(match status {
             Status::Done => format!(
                 "task {id} cannot go under {p}: {p} is done, and a finished task takes no new work; give {id} another parent"
             ),
@@ -1057,32 +1103,35 @@ pub fn misplaced(prev: &[Task], batch: &Batch) -> Option<String> {
             _ => format!(
                 "task {id} cannot go under {p}: {p} is {status}, and a task under way cannot become a group (its session would run on unseen); give {id} another parent, or add it once {p} is done"
             ),
-        });
+        }));
     }
     for t in placed.into_iter().filter(|a| !a.status().is_terminal()) {
-        let mut up = t.spec.parent.as_ref();
+        let mut up = t.spec.parent.clone();
         for _ in 0..=warden_core::tree::MAX_DEPTH {
-            let Some(a) = up.and_then(&find) else {
+            let Some(a) = up.as_ref().map(|x| find(tree, x)).transpose()?.flatten() else {
                 break;
             };
-            if a.status() == Status::Cancelled {
+            if a.status == Status::Cancelled {
                 // The words `plan apply` refuses the same placement with.
                 let refusal = warden_core::tree::ApplyError::UnderCancelled {
                     id: t.id().clone(),
-                    parent: t.spec.parent.clone().unwrap_or_else(|| a.id().clone()),
-                    cancelled: a.id().clone(),
+                    parent: t.spec.parent.clone().unwrap_or_else(|| a.id.clone()),
+                    cancelled: a.id.clone(),
                 };
-                return Some(refusal.to_string());
+                return Ok(Some(refusal.to_string()));
             }
-            up = a.spec.parent.as_ref();
+            up = a.parent;
         }
     }
-    None
+    Ok(None)
 }
 
-/// [`misplaced`] as a refusal.
-pub fn check_not_misplaced(prev: &[Task], batch: &Batch) -> Result<(), EngineError> {
-    match misplaced(prev, batch) {
+/// [`misplaced_in`] as a refusal.
+pub fn check_not_misplaced(
+    tree: &mut dyn crate::near::Around,
+    batch: &Batch,
+) -> Result<(), EngineError> {
+    match misplaced_in(tree, batch)? {
         None => Ok(()),
         Some(why) => Err(Failure::refused(why).into()),
     }

@@ -13,6 +13,7 @@ pub mod files;
 #[cfg(feature = "testing")]
 pub mod fuzzing;
 mod memory_rows;
+pub mod near;
 mod planning;
 pub mod postgres;
 pub mod sqlite;

@@ -1092,18 +1092,13 @@ pub fn misplaced_in(
         {
             continue;
         }
-        let (status, p, id) = (p.status, &p.id, t.id());
-        return Ok(Some(match status {
-            Status::Done => format!(
-                "task {id} cannot go under {p}: {p} is done, and a finished task takes no new work; give {id} another parent"
-            ),
-            Status::Stuck => format!(
-                "task {id} cannot go under {p}: {p} is stuck, and a child would make it a group with its work never merged; give {id} another parent, or retry {p} (`warden task retry {p}`)"
-            ),
-            _ => format!(
-                "task {id} cannot go under {p}: {p} is {status}, and a task under way cannot become a group (its session would run on unseen); give {id} another parent, or add it once {p} is done"
-            ),
-        }));
+        // The words `plan apply` refuses the same placement with.
+        let refusal = warden_core::tree::ApplyError::UnderBusyLeaf {
+            id: t.id().clone(),
+            parent: p.id,
+            status: p.status,
+        };
+        return Ok(Some(refusal.to_string()));
     }
     for t in placed.into_iter().filter(|a| !a.status().is_terminal()) {
         let mut up = t.spec.parent.clone();

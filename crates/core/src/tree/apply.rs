@@ -234,6 +234,20 @@ pub enum ApplyError {
         /// The cancelled task at or above that parent.
         cancelled: TaskId,
     },
+    /// A task moved under a leaf that is under way, waiting, stuck or done (not the
+    /// selected task, whose decomposition is how a task under way gains children): the
+    /// leaf would become a group whose status comes from its children while its own
+    /// session ran on unseen and its branch was never merged (as `task create`, `task
+    /// edit` and `plan import` refuse).
+    #[error("{}", BusyLeaf(.id, .parent, *.status))]
+    UnderBusyLeaf {
+        /// The task placed.
+        id: TaskId,
+        /// The leaf it was placed under.
+        parent: TaskId,
+        /// That leaf's status.
+        status: Status,
+    },
     /// A node that has passed has different user-owned fields (or new children).
     #[error("task {id} has passed and cannot change ({}); restore it as it was", .fields.join(", "))]
     PassedChanged {
@@ -267,6 +281,30 @@ impl fmt::Display for Which<'_> {
             write!(f, "{parent} is cancelled")
         } else {
             write!(f, "{cancelled}, which holds {parent}, is cancelled")
+        }
+    }
+}
+
+/// Why a task cannot go under a leaf in `status`: the one wording of `plan apply` and
+/// of the placements `task create`, `task edit` and `plan import` refuse.
+struct BusyLeaf<'a>(&'a TaskId, &'a TaskId, Status);
+
+impl fmt::Display for BusyLeaf<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let BusyLeaf(id, p, status) = *self;
+        match status {
+            Status::Done => write!(
+                f,
+                "task {id} cannot go under {p}: {p} is done, and a finished task takes no new work; give {id} another parent"
+            ),
+            Status::Stuck => write!(
+                f,
+                "task {id} cannot go under {p}: {p} is stuck, and a child would make it a group with its work never merged; give {id} another parent, or retry {p} (`warden task retry {p}`)"
+            ),
+            _ => write!(
+                f,
+                "task {id} cannot go under {p}: {p} is {status}, and a task under way cannot become a group (its session would run on unseen); give {id} another parent, or add it once {p} is done"
+            ),
         }
     }
 }
@@ -575,6 +613,52 @@ pub fn apply_state_updates<S: StoredTask>(
             parent: node.parent.clone().unwrap_or_else(|| node.id.clone()),
             cancelled: at(cancelled_above[i] as usize).spec.id.clone(),
         });
+    }
+    // Nothing moved under a leaf that is not pending but the selected task (which may
+    // decompose): only a file that moves a task pays for the look at every parent.
+    let moved: Vec<usize> = (0..n)
+        .filter(|&i| match prev_of[i] {
+            NONE => false,
+            pi => prev[pi as usize]
+                .spec()
+                .is_some_and(|s| s.parent != at(i).spec.parent),
+        })
+        .collect();
+    if !moved.is_empty() {
+        let mut parent_of = vec![NONE; n];
+        for i in 0..n {
+            for &c in forest.children(i) {
+                parent_of[c as usize] = i as u32;
+            }
+        }
+        // The stored parents (a row left undecoded is unchanged: the file's parent).
+        let stored_parents: std::collections::HashSet<&TaskId> = prev
+            .iter()
+            .zip(&next_of)
+            .filter_map(|(t, &j)| match t.spec() {
+                Some(s) => s.parent.as_ref(),
+                None if j != NONE => at(j as usize).spec.parent.as_ref(),
+                None => None,
+            })
+            .collect();
+        let busy = moved
+            .iter()
+            .filter(|&&i| parent_of[i] != NONE)
+            .map(|&i| (i, parent_of[i] as usize))
+            .filter(|&(_, p)| {
+                p != sel
+                    && prev_of[p] != NONE
+                    && !matches!(state[p].0, Status::Pending | Status::Cancelled)
+                    && !stored_parents.contains(&at(p).spec.id)
+            })
+            .min_by(|a, b| at(a.0).spec.id.cmp(&at(b.0).spec.id));
+        if let Some((i, p)) = busy {
+            return Err(ApplyError::UnderBusyLeaf {
+                id: at(i).spec.id.clone(),
+                parent: at(p).spec.id.clone(),
+                status: state[p].0,
+            });
+        }
     }
     let mut removed: Vec<TaskId> = prev
         .iter()

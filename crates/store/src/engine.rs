@@ -736,8 +736,9 @@ impl Engine {
 
     /// Brings a kept STATE.md model up to date with the tasks changed after event `seq`;
     /// returns the newest event it now reflects and how many tasks changed, or `None`
-    /// when it cannot follow (more changes than are worth following one by one, or a task
-    /// created, removed or moved) and STATE.md is rendered from every task instead.
+    /// when it cannot follow (more changes than are worth following one by one, or a
+    /// change of the tree's shape other than a new task under a group or at the top:
+    /// see [`state_md::Model::update`]) and STATE.md is rendered from every task instead.
     fn follow_state(
         &self,
         model: &mut state_md::Model,

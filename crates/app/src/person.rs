@@ -87,7 +87,30 @@ impl App {
                 return Err(not_in_review(id, t.status(), verb).into());
             }
             self.decide_transition(t, doc, to, Some(reason.clone()), &shown)
-        })?;
+        });
+        // An approve whose merge landed and whose record did not says so: running it
+        // again records it (the merge finds the base up to date).
+        let written = match written {
+            Err(e) if to == Status::Done => {
+                let merged = self
+                    .eng
+                    .get(id)
+                    .ok()
+                    .and_then(|t| warden_runner::pipeline::merged_unrecorded(&self.eng, &t));
+                let failure = Failure::from(e);
+                return Err(match merged {
+                    Some(base) => Failure {
+                        message: format!(
+                            "{}; {id}'s work is already merged into {base}: run `warden task approve {id}` again to record it",
+                            failure.message
+                        ),
+                        ..failure
+                    },
+                    None => failure,
+                });
+            }
+            w => w?,
+        };
         match written {
             // No guard runs on these edges, so no stored outcome is a failure.
             Written::Done(change) => {

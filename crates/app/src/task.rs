@@ -508,6 +508,19 @@ impl App {
         shown: &str,
     ) -> std::result::Result<Decision, EngineError> {
         let ctx = self.ctx(shown);
+        // A person's approve merged the work, and its record never landed: another
+        // decision would leave the base branch holding work the task says was sent back
+        // or stopped.
+        if t.status() == Status::Reviewing
+            && to != Status::Done
+            && let Some(base) = pipeline::merged_unrecorded(&self.eng, t)
+        {
+            let id = t.id();
+            return Err(Failure::refused(format!(
+                "task {id}'s work is already in {base}: an approve merged it, and its record did not land (the store refused the write, or the process was stopped); run `warden task approve {id}` to record it"
+            ))
+            .into());
+        }
         let (needs, _) = match ops::check_transition(t, to, &doc.artifacts, &ctx) {
             Ok(checked) => checked,
             // A gate found no evidence in a TASK.md it could not read: the file's problem

@@ -1719,6 +1719,101 @@ fi
     assert_eq!(git(&p.root, &["show", "main:z.txt"]), "z\n");
 }
 
+/// An approve whose merge landed in main while the store refused its record (another
+/// process held SQLite's write lock past `busy_timeout_ms`): it fails with exit 4 and
+/// says the work is merged; a reject or cancel then is refused (it would leave main
+/// holding work the task says was sent back), and the approve run again records it.
+#[test]
+fn an_approve_whose_record_did_not_land_is_not_contradicted() {
+    let p = Project::new("process");
+    let script = p.root.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"W="{}"
+if [ "$WARDEN_ROLE" = worker ]; then
+  echo z > z.txt
+  printf '\n## Handoff\nWrote z.txt.\n' >> "$WARDEN_TASK_FILE"
+  "$W" task complete
+else
+  printf '\n## Review\nPASS\n' >> "$WARDEN_TASK_FILE"
+fi
+"#,
+            bin().display()
+        ),
+    )
+    .unwrap();
+    let cfg = p.root.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("command = ") {
+                format!("command = [\"sh\", \"{}\"]", script.display())
+            } else if l.starts_with("busy_timeout_ms") {
+                "busy_timeout_ms = 200".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&cfg, text + "\n").unwrap();
+    p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
+    assert_eq!(p.until_idle(), 6);
+    assert_eq!(p.task("r")["status"], "reviewing");
+    // Another process holds the store's write lock until the test lets it go.
+    let mut holder = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             c.execute('BEGIN IMMEDIATE')\nprint('locked', flush=True)\nsys.stdin.readline()\n\
+             c.execute('ROLLBACK')\n",
+        )
+        .arg(p.root.join(".warden/warden.db"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+    let o = p.run(&["task", "approve", "r"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("r's work is already merged into main")
+            && err.contains("run `warden task approve r` again"),
+        "{err}"
+    );
+    assert_eq!(git(&p.root, &["show", "main:z.txt"]), "z\n");
+    std::io::Write::write_all(holder.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    holder.wait().unwrap();
+    assert_eq!(p.task("r")["status"], "reviewing");
+    // Sending it back, or cancelling it, would contradict main.
+    for args in [
+        &["task", "reject", "r", "--reason", "redo it"][..],
+        &["task", "cancel", "r"][..],
+    ] {
+        let o = p.run(args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("task r's work is already in main")
+                && err.contains("run `warden task approve r` to record it"),
+            "{err}"
+        );
+    }
+    assert_eq!(p.task("r")["status"], "reviewing");
+    p.ok(&["task", "approve", "r"]);
+    assert_eq!(p.task("r")["status"], "done");
+    p.ok(&["check"]);
+}
+
 /// The person's uncommitted edit of a file the task changed keeps merge-ri from
 /// fast-forwarding their checkout: the failure says so, where, and what to do, instead
 /// of calling it a conflict. Once the edit is stashed, a retry merges.

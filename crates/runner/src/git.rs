@@ -797,6 +797,30 @@ fn same_path(a: &Path, b: &Path) -> bool {
 // ---------------------------------------------------------------------------------------
 // Small git queries
 
+/// The commit `rev` names in the repository at `dir`.
+pub fn commit_of(dir: &Path, rev: &str) -> Result<String, GitError> {
+    check_rev(rev)?;
+    rev_parse(dir, rev)
+}
+
+/// Does the branch `branch` contain the commit `commit` (an ancestor of its tip, or
+/// the tip)? `false` for a branch or commit that does not exist.
+pub fn branch_contains(repo: &Repo, branch: &str, commit: &str) -> Result<bool, GitError> {
+    check_rev(branch)?;
+    check_rev(commit)?;
+    let tip = format!("refs/heads/{branch}");
+    let out = run(
+        &repo.top,
+        &[],
+        ["merge-base", "--is-ancestor", commit, tip.as_str()],
+    )?;
+    match out.code {
+        Some(0) => Ok(true),
+        Some(1) | Some(128) => Ok(false),
+        _ => Err(out.failure()),
+    }
+}
+
 fn rev_parse(dir: &Path, rev: &str) -> Result<String, GitError> {
     let out = run(dir, &[], ["rev-parse", "--verify", "--quiet", rev])?;
     if !out.ok() {

@@ -2,7 +2,7 @@
 //! work, commit, postchecks (the guard) and merge-ri. Each returns a phase status and a
 //! detail; the core decides what the result means.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use warden_core::model::{Phase, PhaseStatus, Status, Task, WorkSpec};
@@ -171,8 +171,10 @@ pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
             Some("the project checkout is on a detached HEAD; check out the base branch".into()),
         );
     };
-    match git::merge_into_base(&repo, &eng.ws.worktree(t.id()), &t.branch(), &base) {
+    let worktree = eng.ws.worktree(t.id());
+    match git::merge_into_base(&repo, &worktree, &t.branch(), &base) {
         Ok(MergeOutcome::Merged | MergeOutcome::UpToDate) => {
+            note_merge(eng, t, &worktree, &base);
             PhaseResult::new(Phase::MergeRi, PhaseStatus::Success, None)
         }
         Ok(MergeOutcome::Conflict(paths)) => PhaseResult::new(
@@ -196,6 +198,45 @@ pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
         ),
         Err(e) => PhaseResult::new(Phase::MergeRi, PhaseStatus::Failed, Some(e.to_string())),
     }
+}
+
+/// Notes what a `merge-ri` put into the base branch, before the transition it is part
+/// of is committed (see [`merged_unrecorded`]). A note that cannot be written is a
+/// warning: it only guards against a later contradiction.
+fn note_merge(eng: &Engine, t: &Task, worktree: &Path, base: &str) {
+    let note = eng.ws.merge_note(t.id());
+    let written = git::commit_of(worktree, "HEAD")
+        .map_err(|e| e.to_string())
+        .and_then(|c| {
+            let text = format!("{c} {} {base}\n", t.version());
+            std::fs::File::create(&note)
+                .and_then(|mut f| {
+                    std::io::Write::write_all(&mut f, text.as_bytes())?;
+                    f.sync_all()
+                })
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = written {
+        eprintln!("warning: {}: {e}", note.display());
+    }
+}
+
+/// The base branch that already holds the work of `t` from a `merge-ri` whose
+/// transition was never recorded (the store refused the commit after the merge, or
+/// the process was killed between them): the note names the version `t` still has, and
+/// the base still contains the commit. `None` otherwise.
+pub fn merged_unrecorded(eng: &Engine, t: &Task) -> Option<String> {
+    let text = std::fs::read_to_string(eng.ws.merge_note(t.id())).ok()?;
+    let mut f = text.split_whitespace();
+    let (commit, version, base) = (f.next()?, f.next()?, f.next()?);
+    if version.parse::<u64>().ok()? != t.version() {
+        return None;
+    }
+    let repo = Repo::discover(&eng.ws.root).ok()??;
+    git::branch_contains(&repo, base, commit)
+        .ok()
+        .filter(|&c| c)
+        .map(|_| base.to_owned())
 }
 
 /// The `merge-fi` phase: the branches of done dependencies into the task's worktree.

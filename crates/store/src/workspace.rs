@@ -193,6 +193,13 @@ impl Workspace {
         self.task_dir(id).join("check.pid")
     }
 
+    /// `.warden/tasks/<id>/merge-ri`: the commit a `merge-ri` put into the base branch
+    /// and the task version it was decided on ("COMMIT VERSION BASE"), so that a
+    /// transition whose commit then failed is not contradicted by a reject or cancel.
+    pub fn merge_note(&self, id: &TaskId) -> PathBuf {
+        self.task_dir(id).join("merge-ri")
+    }
+
     /// `.warden/tasks/<id>/output.log`.
     pub fn output_log(&self, id: &TaskId) -> PathBuf {
         self.task_dir(id).join("output.log")

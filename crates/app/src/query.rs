@@ -108,9 +108,7 @@ impl App {
     /// Writes `.warden/STATE.md` (kept up to date after every change from then on) and
     /// returns its text.
     pub fn write_state_md(&self) -> Result<String> {
-        let text = self.state_md()?;
-        files::write_atomic(&self.ws().state_md(), text.as_bytes())?;
-        Ok(text)
+        Ok(self.eng.write_state_md_text(true)?)
     }
 
     /// `state verify`: every difference between `.warden/STATE.md` and the derived

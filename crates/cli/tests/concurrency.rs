@@ -305,3 +305,49 @@ fn concurrent_memory_merges_keep_every_item() {
     assert_eq!(ws.events("memory.merged", Some("m")).len(), 80);
     ws.check_ok();
 }
+
+/// STATE.md kept (`state --write`) and many writers at once: each renders it after its
+/// commit, and the file left is the last state, not an older render renamed over a
+/// newer one. A temporary file a killed writer left beside it is removed by the next.
+#[test]
+fn concurrent_writers_leave_state_md_true() {
+    let ws = Workspace::new("state-race");
+    let tasks: Vec<String> = (0..64)
+        .map(|i| format!(r#"{{"id": "s{i}", "agent": "x"}}"#))
+        .collect();
+    ws.write(
+        "plan.json",
+        format!(r#"{{"tasks": [{}]}}"#, tasks.join(",")),
+    );
+    ws.ok(&["plan", "import", "plan.json"]);
+    ws.ok(&["state", "--write"]);
+    let stale = ws.root.join(".warden/.STATE.md.999999999.0.tmp");
+    std::fs::write(&stale, "a killed writer's half").unwrap();
+    for round in 0..4 {
+        let writers: Vec<_> = (0..16)
+            .map(|k| {
+                let root = ws.root.clone();
+                thread::spawn(move || {
+                    let id = format!("s{}", round * 16 + k);
+                    run(&root, &["task", "update", &id, "--status", "working"])
+                })
+            })
+            .collect();
+        for w in writers {
+            let o = w.join().unwrap();
+            assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+        }
+        let o = run(&ws.root, &["state", "verify"]);
+        assert_eq!(
+            code(&o),
+            0,
+            "round {round}: STATE.md is not the last state:\n{}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+    }
+    assert!(
+        !stale.exists(),
+        "the killed writer's temporary file is left"
+    );
+}

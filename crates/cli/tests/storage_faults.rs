@@ -298,8 +298,54 @@ fn a_full_disk_fails_closed() {
         }
     }
     assert!(failed > 0, "the disk never filled up");
+    // A view written on the full disk says which and what to do (it named the
+    // temporary file, with the system's words).
+    let o = ws.run(&["state", "--write"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(5), "{e}");
+    assert!(
+        e.contains("the disk holding")
+            && e.contains(".warden/STATE.md is full")
+            && e.contains("free space and try again")
+            && !e.contains(".tmp"),
+        "{e}"
+    );
     std::fs::remove_file(&filler).unwrap();
     ws.ok(&["check"]);
     ws.ok(&["task", "update", "t", "--status", "working"]);
     ws.ok(&["check"]);
+}
+
+/// A store file that cannot be written (an immutable flag; root ignores permissions):
+/// one line naming the file and what to do, exit 5, nothing changed.
+#[test]
+fn a_store_that_cannot_be_written_says_so() {
+    let ws = workspace();
+    let db = ws.dir.join(".warden/warden.db");
+    let flag = |on: bool, path: &Path| {
+        Command::new("chattr")
+            .arg(if on { "+i" } else { "-i" })
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !flag(true, &db) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "chattr +i failed; under CI=true it must work (root on ext4)"
+        );
+        eprintln!("SKIPPED a_store_that_cannot_be_written_says_so: chattr +i needs root");
+        return;
+    }
+    let o = ws.run(&["task", "update", "t", "--status", "working"]);
+    flag(false, &db);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(5), "{e}");
+    assert!(
+        e.contains("warden.db cannot be written")
+            && e.contains("give the user running warden write access"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+    unchanged_then_moves(&ws, "pending", "working");
 }

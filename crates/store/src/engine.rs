@@ -912,9 +912,43 @@ impl Engine {
 
     /// Writes .warden/STATE.md atomically.
     pub fn write_state_md(&self) -> Result<(), EngineError> {
+        self.write_state_md_text(false).map(|_| ())
+    }
+
+    /// Renders STATE.md and writes it (synced when `durable`: `state --write`), under
+    /// `.warden/state.lock`: writers that committed at once each render after taking
+    /// it, so the last file written reflects every commit before it (rendered outside
+    /// it, an older text could be renamed over a newer one and stay until the next
+    /// write). Temporary files a killed writer left beside STATE.md are removed.
+    pub fn write_state_md_text(&self, durable: bool) -> Result<String, EngineError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.ws.dir.join("state.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .and_then(|f| f.lock().map(|()| f))
+            .map_err(|e| match e.raw_os_error() {
+                Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
+                    FileError::Symlink(path.display().to_string())
+                }
+                _ => FileError::Io {
+                    path: path.display().to_string(),
+                    source: e,
+                },
+            })?;
         let text = self.render_state()?;
-        files::write_view(&self.ws.state_md(), text.as_bytes())?;
-        Ok(())
+        let state_md = self.ws.state_md();
+        if durable {
+            files::write_atomic(&state_md, text.as_bytes())?;
+        } else {
+            files::write_view(&state_md, text.as_bytes())?;
+        }
+        files::remove_stale_temps(&state_md);
+        drop(lock);
+        Ok(text)
     }
 }
 

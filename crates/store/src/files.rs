@@ -35,7 +35,7 @@ pub enum FileError {
     #[error("{0} is not valid UTF-8 (first bad byte at offset {1}); save it as UTF-8")]
     NotUtf8(String, usize),
     /// Any other I/O error.
-    #[error("{path}: {source}")]
+    #[error("{}", io_text(path, source))]
     Io {
         /// The path.
         path: String,
@@ -54,6 +54,30 @@ impl From<FileError> for warden_core::failure::Failure {
             FileError::Missing(_) => Failure::not_found(e.to_string()),
             _ => Failure::refusal(ExitCode::Refused, e.to_string()),
         }
+    }
+}
+
+/// An I/O error's one line: what to fix for the errors a person can fix (a full disk,
+/// a read-only file system, missing permissions), else the system's words.
+fn io_text(path: &str, source: &std::io::Error) -> String {
+    use rustix::io::Errno;
+    match source.raw_os_error() {
+        Some(c) if c == Errno::NOSPC.raw_os_error() || c == Errno::DQUOT.raw_os_error() => {
+            format!(
+                "the disk holding {path} is full; nothing was written there — free space and try again"
+            )
+        }
+        Some(c) if c == Errno::ROFS.raw_os_error() => {
+            format!(
+                "{path} is on a read-only file system; nothing was written there — mount it writable"
+            )
+        }
+        Some(c) if c == Errno::ACCESS.raw_os_error() || c == Errno::PERM.raw_os_error() => {
+            format!(
+                "{path}: {source}; nothing was written there — give the user running warden write access to it and its directory (and clear an immutable flag: chattr -i)"
+            )
+        }
+        _ => format!("{path}: {source}"),
     }
 }
 
@@ -245,18 +269,20 @@ fn write_replace(path: &Path, parts: &[&[u8]], durable: bool, mode: u32) -> Resu
     use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = temp_name(path);
+    // An error writing the temporary file is said of the file it replaces: that is the
+    // one a person knows (and the temporary one is gone).
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(mode)
             .open(&tmp)
-            .map_err(|e| io(&tmp, e))?;
+            .map_err(|e| io(path, e))?;
         for bytes in parts {
-            f.write_all(bytes).map_err(|e| io(&tmp, e))?;
+            f.write_all(bytes).map_err(|e| io(path, e))?;
         }
         if durable {
-            f.sync_all().map_err(|e| io(&tmp, e))?;
+            f.sync_all().map_err(|e| io(path, e))?;
         }
         drop(f);
         std::fs::rename(&tmp, path).map_err(|e| {

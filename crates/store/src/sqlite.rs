@@ -881,6 +881,12 @@ fn map_err(e: rusqlite::Error, path: &Path) -> StoreError {
                     path.display()
                 ));
             }
+            ErrorCode::ReadOnly => {
+                return StoreError::Io(format!(
+                    "the store {} cannot be written (read-only: its permissions, an immutable flag, a read-only mount, or its directory's permissions); nothing was written — give the user running warden write access to it and its directory",
+                    path.display()
+                ));
+            }
             _ => {}
         }
     }

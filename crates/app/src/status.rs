@@ -370,11 +370,21 @@ fn running_of(t: &Task, check_note: &Path) -> Option<Running> {
     // A check (prechecks, or the guard of a hand-off) runs under the task's lock and is
     // recorded when it ends; its note says it runs now.
     let phase = t.running_phase().or_else(|| {
-        (t.status() == Status::Working && warden_runner::check::noted_check_running(check_note))
-            .then(|| match t.phases().get(Phase::Prechecks) {
-                warden_core::model::PhaseStatus::Pending => Phase::Prechecks,
-                _ => Phase::Postchecks,
-            })
+        if t.status() != Status::Working {
+            return None;
+        }
+        // The note says what runs; an older one does not, and then a task whose
+        // prechecks have not run is taken to run them.
+        match warden_runner::check::noted_check_what(check_note).as_deref() {
+            Some("postchecks") => Some(Phase::Postchecks),
+            Some("prechecks") => Some(Phase::Prechecks),
+            _ => warden_runner::check::noted_check_running(check_note).then(|| {
+                match t.phases().get(Phase::Prechecks) {
+                    warden_core::model::PhaseStatus::Pending => Phase::Prechecks,
+                    _ => Phase::Postchecks,
+                }
+            }),
+        }
     });
     let session = t.live_session().map(str::to_owned).filter(|_| !t.is_dead());
     if phase.is_none() && session.is_none() {

@@ -541,6 +541,77 @@ fn an_agent_session_may_change_only_its_own_task_as_its_role_says() {
     ws.check_ok();
 }
 
+/// A `task complete` killed while its guard ran leaves the guard running (its holder
+/// gone): `warden status` shows it as the postchecks it is (not prechecks, which this
+/// task never ran), and the next check of the task stops it before starting its own,
+/// instead of running beside it.
+#[test]
+fn an_orphaned_guard_is_shown_as_what_it_is_and_stopped_by_the_next_check() {
+    let ws = Workspace::new("orphan-guard");
+    let pids = ws.path("guard.pids");
+    let postchecks = format!(
+        "echo $$ >> '{}'; while true; do sleep 0.05; done",
+        pids.display()
+    );
+    ws.create("a", &["--postchecks", &postchecks]);
+    ws.to("a", "working");
+    ws.handoff("a");
+    let complete = || {
+        ws.cmd()
+            .args(["task", "complete", "a"])
+            .env("WARDEN_TASK_ID", "a")
+            .env("WARDEN_ROLE", "worker")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let guards = || -> Vec<u32> {
+        std::fs::read_to_string(&pids)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let wait_for = |n: usize| {
+        let start = std::time::Instant::now();
+        while guards().len() < n {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "guard {n} never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        guards()[n - 1]
+    };
+    let mut first = complete();
+    let orphan = wait_for(1);
+    let running = |v: &serde_json::Value| v["running"][0]["phase"].clone();
+    // The note is written just after the guard starts: read once it is there.
+    let start = std::time::Instant::now();
+    while !ws.path(".warden/tasks/a/check.pid").exists() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(running(&ws.json(&["status"])), "postchecks");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(
+        crate::supervisor::alive(orphan),
+        "the guard died with its holder"
+    );
+    assert_eq!(running(&ws.json(&["status"])), "postchecks");
+    let mut second = complete();
+    let next = wait_for(2);
+    assert!(
+        !crate::supervisor::alive(orphan),
+        "the orphaned guard {orphan} runs beside the next one {next}"
+    );
+    ws.ok(&["task", "cancel", "a"]);
+    let _ = second.wait();
+    assert!(!crate::supervisor::alive(next));
+}
+
 /// A person's cancel does not wait behind a running guard. `task complete` holds the
 /// task's lock while its postchecks run (up to `phase_timeout_s`, an hour), and the
 /// cancel failed after `busy_timeout_ms` with "try again", as often as it was tried. Now

@@ -825,8 +825,8 @@ fn a_task_whose_checks_run_shows_as_running() {
     let run = p.spawn_run();
     let note = p.root.join(".warden/tasks/c/check.pid");
     let deadline = Instant::now() + Duration::from_secs(30);
-    // The note names the check's holder, group and start once it runs.
-    while !std::fs::read_to_string(&note).is_ok_and(|t| t.split_whitespace().count() == 3) {
+    // The note names the check's holder, group, start and phase once it runs.
+    while !std::fs::read_to_string(&note).is_ok_and(|t| t.split_whitespace().count() == 4) {
         assert!(Instant::now() < deadline, "the prechecks never started");
         std::thread::sleep(Duration::from_millis(20));
     }

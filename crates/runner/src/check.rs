@@ -262,16 +262,21 @@ pub fn run_check(
     run_check_noted(spec, cwd, env, timeout, None)
 }
 
-/// [`run_check`], naming the running check in `note` ("HOLDER GROUP": this process and
-/// the check's process group) while it runs, so that another process can stop it (see
+/// [`run_check`], naming the running check in `note` ("HOLDER GROUP START WHAT": this
+/// process, the check's process group and its start time, and what it checks — the
+/// phase a view shows) while it runs, so that another process can stop it (see
 /// [`stop_noted_check`]). A note that cannot be written is left out.
 pub fn run_check_noted(
     spec: &WorkSpec,
     cwd: &Path,
     env: &[(&str, String)],
     timeout: Duration,
-    note: Option<&Path>,
+    note: Option<(&Path, &str)>,
 ) -> CheckRun {
+    let (note, what) = match note {
+        Some((p, w)) => (Some(p), w),
+        None => (None, ""),
+    };
     let mut cmd = match spec {
         WorkSpec::Shell(line) => {
             let mut c = Command::new("sh");
@@ -327,7 +332,7 @@ pub fn run_check_noted(
     // run` killed with kill -9) is told from a later process given the same pid.
     let started = Proc::read(child.id()).map_or(0, |p| p.start);
     let noted = note.filter(|p| {
-        let text = format!("{} {} {started}\n", std::process::id(), child.id());
+        let text = format!("{} {} {started} {what}\n", std::process::id(), child.id());
         std::fs::write(p, text).is_ok()
     });
     // The check is over when its process is: what it left running in its group ends
@@ -476,6 +481,19 @@ pub fn noted_check_running(note: &Path) -> bool {
         .is_some_and(|(holder, group, start)| noted_check(note, holder, group, start).is_some())
 }
 
+/// What the check `note` names checks (`prechecks`, `postchecks`), as its holder said,
+/// while it runs; `None` when none runs or the note does not say (an older note).
+pub fn noted_check_what(note: &Path) -> Option<String> {
+    if !noted_check_running(note) {
+        return None;
+    }
+    let text = std::fs::read_to_string(note).ok()?;
+    text.split_whitespace()
+        .nth(3)
+        .filter(|w| w.bytes().all(|b| b.is_ascii_lowercase()))
+        .map(str::to_owned)
+}
+
 /// The file a person's stop of a noted check leaves beside its note.
 fn stop_mark(note: &Path) -> std::path::PathBuf {
     let mut p = note.as_os_str().to_owned();
@@ -609,7 +627,7 @@ mod tests {
                 Path::new("."),
                 &[],
                 Duration::from_secs(60),
-                Some(&n),
+                Some((&n, "postchecks")),
             )
         });
         let start = std::time::Instant::now();

@@ -61,24 +61,28 @@ fn timeout(eng: &Engine) -> Duration {
     Duration::from_secs(eng.config.limits.phase_timeout_s)
 }
 
-/// Runs a check spec (prechecks or postchecks) for a task.
-pub fn run_spec(eng: &Engine, t: &Task, spec: &WorkSpec) -> check::CheckRun {
+/// Runs a check spec (`phase`: prechecks or postchecks) for a task.
+pub fn run_spec(eng: &Engine, t: &Task, spec: &WorkSpec, phase: Phase) -> check::CheckRun {
     // Named while it runs: a person's cancel stops it instead of waiting behind the
     // task's lock (see `Workspace::check_note`).
     let note = eng.ws.check_note(t.id());
+    // A check of this task whose holder died (a `task complete` killed while its guard
+    // ran) would run beside this one, its result never recorded: stopped first.
+    let grace = Duration::from_secs(eng.config.limits.kill_after_s);
+    check::stop_orphaned_check(&note, grace);
     check::run_check_noted(
         spec,
         &task_cwd(eng, t),
         &task_env(eng, t),
         timeout(eng),
-        Some(&note),
+        Some((&note, phase.as_str())),
     )
 }
 
 /// The postchecks as the guard: pass when the task has none.
 pub fn run_guard(eng: &Engine, t: &Task) -> GuardOutcome {
     match &t.spec.spec.postchecks {
-        Some(spec) => run_spec(eng, t, spec).outcome,
+        Some(spec) => run_spec(eng, t, spec, Phase::Postchecks).outcome,
         None => GuardOutcome::Pass,
     }
 }
@@ -278,7 +282,7 @@ pub fn merge_fi(eng: &Engine, t: &Task) -> PhaseResult {
 pub fn prechecks(eng: &Engine, t: &Task) -> PhaseResult {
     match &t.spec.spec.prechecks {
         None => PhaseResult::new(Phase::Prechecks, PhaseStatus::Skipped, None),
-        Some(spec) => outcome_result(Phase::Prechecks, run_spec(eng, t, spec)),
+        Some(spec) => outcome_result(Phase::Prechecks, run_spec(eng, t, spec, Phase::Prechecks)),
     }
 }
 

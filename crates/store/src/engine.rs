@@ -560,18 +560,10 @@ impl Engine {
     /// A holder that keeps it longer than the store's busy timeout makes this a conflict
     /// (exit 4: safe to retry) instead of a wait without end.
     fn lock_task(&self, id: &TaskId) -> Result<std::fs::File, EngineError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let dir = self.ws.task_dir(id);
         files::check_no_links(&self.ws.dir, &dir)?;
         let path = dir.join(".lock");
-        let open = || {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&path)
-        };
+        let open = || open_lock_file(&path);
         let opened = match open() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // A task's folder is made at its first write; a request naming no task
@@ -921,14 +913,8 @@ impl Engine {
     /// it, an older text could be renamed over a newer one and stay until the next
     /// write). Temporary files a killed writer left beside STATE.md are removed.
     pub fn write_state_md_text(&self, durable: bool) -> Result<String, EngineError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let path = self.ws.dir.join("state.lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path)
+        let lock = open_lock_file(&path)
             .and_then(|f| f.lock().map(|()| f))
             .map_err(|e| match e.raw_os_error() {
                 Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
@@ -950,6 +936,17 @@ impl Engine {
         drop(lock);
         Ok(text)
     }
+}
+
+/// Opens (making it) a lock file, never through a link planted where it goes.
+fn open_lock_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
 }
 
 /// The largest kept STATE.md model read (one of 100,000 tasks is about 9 MB).
@@ -1093,15 +1090,7 @@ pub fn misplaced_in(
         return Ok(None);
     }
     // The batch's tasks as they will be (a removed one: gone), else the stored one.
-    let batch_tasks: std::collections::HashMap<&TaskId, Option<&Task>> = batch
-        .changes
-        .iter()
-        .filter_map(|ch| match (&ch.before, &ch.after) {
-            (_, Some(a)) => Some((a.id(), Some(a))),
-            (Some(b), None) => Some((b.id(), None)),
-            (None, None) => None,
-        })
-        .collect();
+    let batch_tasks = crate::near::batch_heads(batch);
     let find = |tree: &mut dyn crate::near::Around,
                 id: &TaskId|
      -> Result<Option<TaskHead>, EngineError> {

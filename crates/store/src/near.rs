@@ -195,7 +195,7 @@ impl Around for Whole<'_> {
 
 /// The batch's tasks as they will be: the ones it creates or changes (`Some`) and the
 /// ones it removes (`None`).
-fn batch_heads(batch: &Batch) -> HashMap<&TaskId, Option<&Task>> {
+pub(crate) fn batch_heads(batch: &Batch) -> HashMap<&TaskId, Option<&Task>> {
     batch
         .changes
         .iter()

@@ -1070,6 +1070,7 @@ fn nothing_under_a_cancelled_group_runs() {
             to: warden_core::model::Status::Cancelled,
             reason: None,
             evidence: None,
+            prior_review: None,
         }],
         &ctx,
     )

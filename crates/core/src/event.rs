@@ -158,6 +158,11 @@ pub enum EventKind {
         reason: Option<String>,
         /// The artifact the gate checked, if gated.
         evidence: Option<EvidenceRef>,
+        /// A `## Review` already in the task file when the task entered agent-review:
+        /// written before this round's reviewer began (by the worker, or left over), so
+        /// it is judged here and the round's reviewer must write its own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prior_review: Option<EvidenceRef>,
     },
     /// `auto.advanced`: exit monitoring moved the task on evidence.
     AutoAdvanced {
@@ -169,6 +174,11 @@ pub enum EventKind {
         reason: String,
         /// The artifact that justified it.
         evidence: Option<EvidenceRef>,
+        /// A `## Review` already in the task file when the task entered agent-review:
+        /// written before this round's reviewer began (by the worker, or left over), so
+        /// it is judged here and the round's reviewer must write its own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prior_review: Option<EvidenceRef>,
     },
     /// `agent.spawned`: Warden started a session for the current status entry.
     AgentSpawned {
@@ -523,21 +533,25 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             to,
             reason,
             evidence,
+            prior_review,
         } => {
             if *from == Status::Reviewing && *to == Status::Working {
                 // A person sent the work back: the worker reads why.
                 r.feedback = reason.clone();
             }
             judge(r, evidence.as_ref());
+            judge(r, prior_review.as_ref());
             enter_status(r, *to, reason.as_deref(), ev);
         }
         EventKind::AutoAdvanced {
             to,
             reason,
             evidence,
+            prior_review,
             ..
         } => {
             judge(r, evidence.as_ref());
+            judge(r, prior_review.as_ref());
             enter_status(r, *to, Some(reason), ev)
         }
         EventKind::AgentSpawned {

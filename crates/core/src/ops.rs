@@ -532,6 +532,16 @@ fn evidence_ref(e: &Evidence) -> EvidenceRef {
     }
 }
 
+/// The `## Review` a task entering agent-review finds already written: not the coming
+/// round's (its reviewer has not started), so the move judges it with the hand-off. A
+/// worker that writes its own "PASS" beside its hand-off does not pass the review.
+fn prior_review(task: &Task, to: Status, artifacts: &Artifacts) -> Option<EvidenceRef> {
+    if to != Status::AgentReview {
+        return None;
+    }
+    task.fresh(artifacts).review.as_ref().map(evidence_ref)
+}
+
 fn verdict_name(v: Option<Verdict>) -> &'static str {
     match v {
         Some(Verdict::Pass) => "PASS",
@@ -710,6 +720,7 @@ pub fn transition(
         to,
         reason,
         evidence,
+        prior_review: prior_review(task, to, &input.artifacts),
     });
     Change::build(Some(task), task.id(), kinds, ctx, Outcome::Applied)
 }
@@ -778,6 +789,7 @@ fn stuck_kind(from: Status, reason: &str, auto: bool) -> EventKind {
             to: Status::Stuck,
             reason: reason.to_owned(),
             evidence: None,
+            prior_review: None,
         }
     } else {
         EventKind::StatusChanged {
@@ -785,6 +797,7 @@ fn stuck_kind(from: Status, reason: &str, auto: bool) -> EventKind {
             to: Status::Stuck,
             reason: Some(reason.to_owned()),
             evidence: None,
+            prior_review: None,
         }
     }
 }
@@ -923,6 +936,7 @@ pub fn exited(
                 to: *to,
                 reason: reason.clone(),
                 evidence,
+                prior_review: prior_review(task, *to, &input.artifacts),
             });
         }
     }
@@ -950,6 +964,7 @@ pub fn retry(task: &Task, req: &RetryRequest, ctx: &Ctx<'_>) -> Result<Change, R
             to: Status::Working,
             reason: Some("retry".to_owned()),
             evidence: None,
+            prior_review: None,
         },
     ];
     let change = Change::build(Some(task), task.id(), kinds, ctx, Outcome::Retry(plan))?;

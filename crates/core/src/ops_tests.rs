@@ -342,6 +342,70 @@ fn an_earlier_rounds_evidence_moves_nothing() {
     );
 }
 
+/// A worker that writes "## Review PASS" beside its hand-off does not pass its own
+/// review: a Review already in the file when the task enters agent-review is judged with
+/// the hand-off, by `task complete` and by exit monitoring alike. Before, a silent
+/// reviewer let the worker's PASS reach the person as "review says PASS".
+#[test]
+fn a_review_written_before_the_round_is_not_its_verdict() {
+    let forged = art(true, Some(Verdict::Pass));
+    let working = at(Status::Working, 0);
+    let by_complete = transition(
+        &working,
+        Status::AgentReview,
+        &input(forged.clone(), None),
+        &ctx(),
+    )
+    .unwrap()
+    .after
+    .unwrap();
+    let w = spawned(&working, "w1", Role::Worker, None, &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    let report = ExitReport {
+        session: Some("w1".into()),
+        exit_code: Some(0),
+        reason: None,
+    };
+    let by_exit = exited(&w, &report, &input(forged.clone(), None), &ctx())
+        .unwrap()
+        .after
+        .unwrap();
+    for t in [by_complete, by_exit] {
+        assert_eq!(t.status(), Status::AgentReview);
+        let e =
+            transition(&t, Status::Reviewing, &input(forged.clone(), None), &ctx()).unwrap_err();
+        assert!(matches!(e, Refusal::StaleVerdict { .. }), "{e}");
+        let t = spawned(&t, "r1", Role::Reviewer, None, &ctx())
+            .unwrap()
+            .after
+            .unwrap();
+        let report = ExitReport {
+            session: Some("r1".into()),
+            exit_code: Some(0),
+            reason: None,
+        };
+        let after = exited(&t, &report, &input(forged.clone(), None), &ctx())
+            .unwrap()
+            .after
+            .unwrap();
+        assert_eq!(
+            after.status(),
+            Status::AgentReview,
+            "the reviewer wrote nothing"
+        );
+        assert_eq!(after.crash_count(), 1);
+        // The reviewer's own verdict, appended after the worker's, counts.
+        let own = art_in(2, true, Some(Verdict::Pass));
+        let own = Artifacts {
+            handoff: forged.handoff.clone(),
+            ..own
+        };
+        assert!(transition(&after, Status::Reviewing, &input(own, None), &ctx()).is_ok());
+    }
+}
+
 /// A hand-off its guard refused costs one attempt. `task complete` may hand it off
 /// again (on code fixed since: a new attempt), but a session that ends on it is not
 /// judged and charged a second time; it waits for a person, as after a guard that fails

@@ -116,6 +116,7 @@ pub fn plan_applied(
                             to: *to,
                             reason: Some(REASON_PLAN_APPLY.to_owned()),
                             evidence: None,
+                            prior_review: None,
                         });
                     }
                 }
@@ -395,6 +396,7 @@ pub fn planning_sync(
                         to: Status::Done,
                         reason: Some(reason),
                         evidence,
+                        prior_review: None,
                     });
                     done = true;
                 }
@@ -490,6 +492,7 @@ pub fn planning_sync(
                     to: Status::Done,
                     reason: Some("plan sync: every plan of the phase is done".into()),
                     evidence: None,
+                    prior_review: None,
                 });
             }
             (false, Status::Done) if !kids.is_empty() => note(
@@ -662,6 +665,7 @@ pub fn finish_outside(
                 to: Status::Done,
                 reason: Some(f.reason.clone()),
                 evidence: f.evidence.clone(),
+                prior_review: None,
             },
         ],
         ctx,

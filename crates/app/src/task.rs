@@ -3,7 +3,7 @@
 //! `Engine::write_task` (or `write_batch` for a creation), deciding in the core and
 //! running what a transition needs (commit, guard, merge-ri) through `warden-runner`.
 
-use warden_core::event::{Disposition, EventKind, SpecChange};
+use warden_core::event::{Actor, Disposition, EventKind, SpecChange};
 use warden_core::exit::{ExitAction, ExitReport};
 use warden_core::failure::{ExitCode, Failure};
 use warden_core::model::{AgentPreset, Status, Task, TaskId, TaskSpec, WorkSpec, WorkflowKind};
@@ -548,6 +548,38 @@ impl App {
         })
     }
 
+    /// A session's end ends what it started: a process it left running in a group of
+    /// its own (`setsid`, a daemon; `nohup` stays in the session's group, which its host
+    /// or pane stops) still carries `WARDEN_SESSION` and would go on editing the worktree
+    /// beside the next session. Stopped before the end is recorded (TERM, then KILL
+    /// after `kill_after_s`), for a session Warden started, unless an agent reports it.
+    fn stop_remains(&self, id: &TaskId, session: Option<&str>) {
+        let Some(session) = session else { return };
+        if self.eng.actor == Actor::Agent
+            || !self
+                .eng
+                .get(id)
+                .is_ok_and(|t| t.sessions().iter().any(|r| r.id == session))
+        {
+            return;
+        }
+        let grace = std::time::Duration::from_secs(self.eng.config.limits.kill_after_s);
+        let groups = warden_runner::check::stop_session_remains(session, grace);
+        if !groups.is_empty() {
+            warden_runner::session::note(
+                &self.ws().output_log(id),
+                &format!(
+                    "--- session {session} ended and left processes running (process group {}): stopped ---",
+                    groups
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+    }
+
     /// `task exited`: exit monitoring's single entry point (DESIGN 2.2). Running the
     /// guard when the report advances the task; a guard that cannot start is an error
     /// (exit 5) after the report is recorded.
@@ -567,6 +599,7 @@ impl App {
             reason: report.reason.as_deref().map(crate::person::bounded_reason),
             ..report.clone()
         };
+        self.stop_remains(id, report.session.as_deref());
         let shown = self.task_file_shown(id);
         let written = self.eng.write_task(id, None, |t, doc| {
             let ctx = self.ctx(&shown);

@@ -2103,3 +2103,51 @@ fn a_process_session_that_vanished_after_it_started_is_charged() {
 fn a_tmux_session_that_vanished_after_it_started_is_charged() {
     a_session_that_vanished_after_it_started_is_charged("tmux");
 }
+
+/// Is process `pid` gone (or a zombie nobody reaped: it runs nothing)?
+fn process_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+    })
+}
+
+/// A session's work that starts a process in a session of its own (`setsid`: its own
+/// group, out of reach of the pane's or host's group kill) and ends: the end stops it.
+/// Before, it ran on after the task was done, free to edit the worktree beside the
+/// next session.
+fn a_detached_process_ends_with_its_session(mode: &str) {
+    let p = Project::new(mode);
+    let pid_file = p.root.join("bg.pid");
+    let work = format!(
+        "setsid sh -c 'echo $$ > {f}; exec sleep 300' </dev/null >/dev/null 2>&1 & \
+         while [ ! -s {f} ]; do sleep 0.02; done; echo hi > hi.txt",
+        f = pid_file.display()
+    );
+    p.ok(&["task", "create", "s", "--work", &work]);
+    run_until_done(&p, "s");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let gone = process_gone(pid);
+    if !gone {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(gone, "the detached process {pid} outlived its session");
+    let log = p.ok(&["task", "log", "s"]);
+    assert!(
+        log.contains("left processes running") && log.contains("stopped"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_detached_process_ends_with_its_process_session() {
+    a_detached_process_ends_with_its_session("process");
+}
+
+#[test]
+fn a_detached_process_ends_with_its_tmux_session() {
+    a_detached_process_ends_with_its_session("tmux");
+}

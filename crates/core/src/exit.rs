@@ -76,9 +76,11 @@ pub struct ExitDecision {
 /// - one of Warden's sessions whose end was reported already: a duplicate;
 /// - one started for an earlier status entry: stale (it ends that session, nothing else);
 /// - one of the current entry: the current session;
-/// - a session Warden did not start (a harness's own id), or no session named: the
-///   current session — unless the current entry's sessions have all ended already,
-///   which makes it a second report of the same end (a duplicate).
+/// - a session Warden did not start (a harness's own id, never reported before): the
+///   current session — a person's own agent, started by hand once Warden's had ended,
+///   ends with it (the harness hook reports only sessions Warden did not start);
+/// - no session named: the current session — unless the current entry's sessions have
+///   all ended already, which makes it a second report of the same end (a duplicate).
 pub fn disposition(task: &Task, report: &ExitReport) -> Disposition {
     let known = report
         .session
@@ -95,6 +97,7 @@ pub fn disposition(task: &Task, report: &ExitReport) -> Disposition {
         {
             Disposition::Duplicate
         }
+        None if report.session.is_some() => Disposition::Current,
         None => {
             let mut current = task
                 .runner

@@ -560,6 +560,20 @@ fn every_end_counts_once() {
     let d = crate::exit::decide(&b, &art(false, None), &ExitReport::default(), &limits());
     assert_eq!(d.disposition, Disposition::Duplicate);
     assert_eq!(d.action, ExitAction::Nothing);
+    // A person's own agent, started by hand after ours ended, reports its end under its
+    // harness's id: that end counts (before, it was taken for ours reported again).
+    let by_hand = ExitReport {
+        session: Some("claude-5f0c".into()),
+        exit_code: Some(0),
+        reason: None,
+    };
+    let d = crate::exit::decide(&b, &art(false, None), &by_hand, &limits());
+    assert_eq!(d.disposition, Disposition::Current);
+    assert!(
+        matches!(d.action, ExitAction::Crash { crash_count: 2, .. }),
+        "{:?}",
+        d.action
+    );
     // Without any session of Warden's (a person's own agent), every report counts.
     let own = B::review()
         .to(Status::Working, art(false, None), Actor::Person, 1)

@@ -1727,39 +1727,7 @@ fi
 #[test]
 fn an_approve_whose_record_did_not_land_is_not_contradicted() {
     let p = Project::new("process");
-    let script = p.root.join("agent.sh");
-    std::fs::write(
-        &script,
-        format!(
-            r#"W="{}"
-if [ "$WARDEN_ROLE" = worker ]; then
-  echo z > z.txt
-  printf '\n## Handoff\nWrote z.txt.\n' >> "$WARDEN_TASK_FILE"
-  "$W" task complete
-else
-  printf '\n## Review\nPASS\n' >> "$WARDEN_TASK_FILE"
-fi
-"#,
-            bin().display()
-        ),
-    )
-    .unwrap();
-    let cfg = p.root.join(".warden/warden.toml");
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    let text = text
-        .lines()
-        .map(|l| {
-            if l.starts_with("command = ") {
-                format!("command = [\"sh\", \"{}\"]", script.display())
-            } else if l.starts_with("busy_timeout_ms") {
-                "busy_timeout_ms = 200".to_owned()
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(&cfg, text + "\n").unwrap();
+    script_agent(&p, "", &[("busy_timeout_ms", "busy_timeout_ms = 200")]);
     p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
     assert_eq!(p.until_idle(), 6);
     assert_eq!(p.task("r")["status"], "reviewing");
@@ -1813,6 +1781,95 @@ fi
     p.ok(&["task", "approve", "r"]);
     assert_eq!(p.task("r")["status"], "done");
     p.ok(&["check"]);
+}
+
+/// Makes the project's agent a script: the worker writes z.txt and hands off; the
+/// reviewer runs `reviewer_also` (in the task's worktree) and passes. Each `(prefix,
+/// line)` replaces the config line that starts with `prefix`.
+fn script_agent(p: &Project, reviewer_also: &str, config: &[(&str, &str)]) {
+    let script = p.root.join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"W="{}"
+if [ "$WARDEN_ROLE" = worker ]; then
+  echo z > z.txt
+  printf '\n## Handoff\nWrote z.txt.\n' >> "$WARDEN_TASK_FILE"
+  "$W" task complete
+else
+  {reviewer_also}
+  printf '\n## Review\nPASS\n' >> "$WARDEN_TASK_FILE"
+fi
+"#,
+            bin().display()
+        ),
+    )
+    .unwrap();
+    let cfg = p.root.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("command = ") {
+                format!("command = [\"sh\", \"{}\"]", script.display())
+            } else if let Some((_, line)) = config.iter().find(|(k, _)| l.starts_with(k)) {
+                (*line).to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&cfg, text + "\n").unwrap();
+}
+
+/// A reviewer that edits the work it reviews leaves changes nobody reviewed: approve
+/// says so and what to do, and both ways on work. Before, it said "commit them or retry
+/// with --clear-worktree", and that retry is refused for a task in review. A conflict
+/// with main names its way on too: merged in the task's worktree, approve lands.
+#[test]
+fn an_approve_names_a_way_on_from_what_blocks_its_merge() {
+    let p = Project::new("process");
+    script_agent(&p, "echo reviewer >> z.txt", &[]);
+    p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
+    assert_eq!(p.until_idle(), 6);
+    assert_eq!(p.task("r")["status"], "reviewing");
+    let wt = p.root.join(".warden/worktrees/r");
+    let o = p.run(&["task", "approve", "r"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("changes nobody reviewed")
+            && err.contains("z.txt")
+            && err.contains(&format!("git -C {} stash", wt.display()))
+            && err.contains("warden task reject r --reason"),
+        "{err}"
+    );
+    assert_eq!(p.task("r")["status"], "reviewing");
+    git(&wt, &["stash", "-q"]);
+    // Main moves on with its own z.txt: merging it into the task's branch conflicts.
+    std::fs::write(p.root.join("z.txt"), "main's\n").unwrap();
+    git(&p.root, &["add", "z.txt"]);
+    git(&p.root, &["commit", "-qm", "main's z"]);
+    let o = p.run(&["task", "approve", "r"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("conflicts in: z.txt")
+            && err.contains(&format!("cd {} && git merge main", wt.display())),
+        "{err}"
+    );
+    assert_eq!(p.task("r")["status"], "reviewing");
+    let merge = Command::new("git")
+        .current_dir(&wt)
+        .args(["merge", "-q", "main"])
+        .output()
+        .unwrap();
+    assert!(!merge.status.success(), "the merge conflicts");
+    std::fs::write(wt.join("z.txt"), "z\nmain's\n").unwrap();
+    git(&wt, &["commit", "-qam", "merge main"]);
+    p.ok(&["task", "approve", "r"]);
+    assert_eq!(p.task("r")["status"], "done");
+    assert_eq!(git(&p.root, &["show", "main:z.txt"]), "z\nmain's\n");
 }
 
 /// The person's uncommitted edit of a file the task changed keeps merge-ri from

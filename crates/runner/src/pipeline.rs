@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use warden_core::model::{Phase, PhaseStatus, Status, Task, WorkSpec};
 use warden_core::ops::{GuardOutcome, Needs, TransitionInput};
+use warden_core::prompt::shell_word;
 use warden_store::Engine;
 
 use crate::check::{self, TAIL_CHARS};
@@ -185,11 +186,26 @@ pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
             Phase::MergeRi,
             PhaseStatus::Failed,
             Some(format!(
-                "merging {} into {base} conflicts in: {}",
+                "merging {} into {base} conflicts in: {}; resolve it in the task's worktree (cd {} && git merge {base}, fix, git commit) and run this again{}",
                 t.branch(),
-                paths.join(", ")
+                paths.join(", "),
+                shell_word(&worktree.display().to_string()),
+                send_back(t),
             )),
         ),
+        Err(git::GitError::Dirty { path, paths }) if t.status() == Status::Reviewing => {
+            PhaseResult::new(
+                Phase::MergeRi,
+                PhaseStatus::Failed,
+                Some(format!(
+                    "task worktree {} has changes nobody reviewed, made after the work was committed for review ({}); set them aside with `git -C {} stash` and run this again{}",
+                    path.display(),
+                    paths.join(", "),
+                    shell_word(&path.display().to_string()),
+                    send_back(t),
+                )),
+            )
+        }
         Ok(MergeOutcome::InTheWay { checkout, paths }) => PhaseResult::new(
             Phase::MergeRi,
             PhaseStatus::Failed,
@@ -201,6 +217,19 @@ pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
             )),
         ),
         Err(e) => PhaseResult::new(Phase::MergeRi, PhaseStatus::Failed, Some(e.to_string())),
+    }
+}
+
+/// The other way on from a merge that cannot land at approve: the work goes back to
+/// its worker, who sees why.
+fn send_back(t: &Task) -> String {
+    if t.status() == Status::Reviewing {
+        format!(
+            ", or send the work back with `warden task reject {} --reason \"...\"`",
+            t.id()
+        )
+    } else {
+        String::new()
     }
 }
 

@@ -362,6 +362,24 @@ test('a refused action shows Warden\'s refusal', async () => {
   await page.close();
 });
 
+test('a group offers only cancel, and the server names its tasks', async () => {
+  const { page } = await open(ctx, srv.info.url);
+  await selectTask(page, '02-api');
+  for (const a of ['approve', 'reject', 'retry', 'respawn']) {
+    const b = await page.$eval(`#actions button[data-action="${a}"]`, (e) => ({ disabled: e.disabled, title: e.title }));
+    assert(b.disabled && b.title.includes('a group'), `${a}: ${JSON.stringify(b)}`);
+  }
+  assert(!(await page.$eval('#actions button[data-action="cancel"]', (e) => e.disabled)), 'cancel is offered');
+  const answer = await page.evaluate(async () => {
+    const csrf = document.querySelector('meta[name="warden-csrf"]').content;
+    const r = await fetch('/api/tasks/02-api/retry', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Warden-Csrf': csrf }, body: '{}' });
+    return { status: r.status, body: await r.json() };
+  });
+  assert(answer.status === 422, `status ${answer.status}`);
+  assert(answer.body.error.message.startsWith('02-api is a group: its status comes from the tasks in it'), answer.body.error.message);
+  await page.close();
+});
+
 test('TASK.md with <script> and <img onerror> executes nothing', async () => {
   cli(ws, 'task', 'create', 'xss', '--title', '<img src=x onerror="window.__pwned=\'title\'">');
   addSection(ws, 'xss', [

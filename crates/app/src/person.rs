@@ -55,6 +55,7 @@ impl App {
     /// transition; a failed merge refuses and leaves the task in review). Any other
     /// status is refused (exit 1).
     pub fn approve(&self, id: &TaskId) -> Result<Answer> {
+        self.refuse_group(id, crate::task::OnGroup::Approve)?;
         self.decide_review(id, Status::Done, "approved by a person".into(), "approved")
     }
 
@@ -63,6 +64,7 @@ impl App {
     /// task's feedback until the task leaves `working`) — one write. A blank or
     /// over-long reason is a usage error (exit 2); any status but `reviewing` is refused.
     pub fn reject(&self, id: &TaskId, reason: &str) -> Result<Answer> {
+        self.refuse_group(id, crate::task::OnGroup::Reject)?;
         let reason = reason.trim();
         if reason.is_empty() {
             return Err(Failure::usage(

@@ -290,6 +290,15 @@ pub fn default_workflow(work: Option<&WorkSpec>) -> WorkflowKind {
     }
 }
 
+/// An action on one task that a group cannot take (see [`App::refuse_group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnGroup {
+    Retry,
+    Approve,
+    Reject,
+    Respawn,
+}
+
 impl App {
     /// `task create`: a new pending task with its TASK.md.
     pub fn create(&self, req: CreateTask) -> Result<TaskView> {
@@ -644,8 +653,69 @@ impl App {
         Ok(answer)
     }
 
+    /// An action on one task (retry, approve, reject, respawn) asked of a group, whose
+    /// status comes from its tasks (DESIGN 6): refused, naming the tasks inside it the
+    /// action fits now and the command for each. Before, the refusal spoke of the
+    /// group's own stored status ("g is pending") while every view showed its derived
+    /// one (stuck, reviewing).
+    pub(crate) fn refuse_group(&self, id: &TaskId, action: OnGroup) -> Result<()> {
+        if self.eng.store.child_ids(id)?.is_empty() {
+            return Ok(());
+        }
+        let below = self.eng.store.descendants(id)?;
+        let parents: std::collections::HashSet<&TaskId> =
+            below.iter().filter_map(|h| h.parent.as_ref()).collect();
+        let (verb, command) = match action {
+            OnGroup::Retry => ("retried", "warden task retry"),
+            OnGroup::Approve => ("approved", "warden task approve"),
+            OnGroup::Reject => ("rejected", "warden task reject"),
+            OnGroup::Respawn => ("respawned", "warden task respawn"),
+        };
+        let shown = self.task_file_shown(id);
+        let mut fit: Vec<&TaskId> = below
+            .iter()
+            .filter(|h| !parents.contains(&h.id))
+            .filter(|h| match action {
+                OnGroup::Retry => h.status == Status::Stuck,
+                OnGroup::Approve | OnGroup::Reject => h.status == Status::Reviewing,
+                OnGroup::Respawn => {
+                    ops::role_for(h.status).is_some()
+                        && self
+                            .eng
+                            .get(&h.id)
+                            .is_ok_and(|t| ops::request_respawn(&t, &self.ctx(&shown)).is_ok())
+                }
+            })
+            .map(|h| &h.id)
+            .collect();
+        fit.sort();
+        let reason = if action == OnGroup::Reject {
+            " --reason \"...\""
+        } else {
+            ""
+        };
+        let what = match fit.as_slice() {
+            [] => format!("none of its tasks can be {verb} now (see `warden task list`)"),
+            fit => {
+                let mut cmds: Vec<String> = fit
+                    .iter()
+                    .take(5)
+                    .map(|t| format!("`{command} {t}{reason}`"))
+                    .collect();
+                if fit.len() > 5 {
+                    cmds.push(format!("and {} more", fit.len() - 5));
+                }
+                format!("act on its tasks: {}", cmds.join(", "))
+            }
+        };
+        Err(Failure::refused(format!(
+            "{id} is a group: its status comes from the tasks in it, and only a task can be {verb}; {what}"
+        )))
+    }
+
     /// `task retry`: a person's decision to run a stuck task again (DESIGN 2.4).
     pub fn retry(&self, id: &TaskId, req: &RetryTask) -> Result<Answer> {
+        self.refuse_group(id, OnGroup::Retry)?;
         let shown = self.task_file_shown(id);
         let core = RetryRequest {
             work: req.work.clone(),
@@ -670,6 +740,7 @@ impl App {
     /// `task respawn` / `task spawn`: ask for a new session for a task whose session is
     /// dead; the running supervisor (or the next `warden run`) starts it.
     pub fn respawn(&self, id: &TaskId) -> Result<Answer> {
+        self.refuse_group(id, OnGroup::Respawn)?;
         let shown = self.task_file_shown(id);
         let written = self.eng.write_task(id, None, |t, _doc| {
             Ok(Decision::retryable(ops::request_respawn(

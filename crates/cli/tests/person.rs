@@ -183,6 +183,61 @@ fn approve_and_reject_decide_a_review_and_refuse_anything_else() {
     ws.check_ok();
 }
 
+/// Retry, approve, reject and respawn asked of a group: refused, naming the tasks in it
+/// each fits and the command for each, with nothing changed. Before, the refusal said
+/// "task g is pending" while every view showed the group stuck.
+#[test]
+fn an_action_on_a_group_names_the_tasks_it_fits() {
+    let ws = Workspace::new("group-actions");
+    ws.create("g", &["--title", "G"]);
+    ws.create("c1", &["--parent", "g"]);
+    ws.create("c2", &["--parent", "g"]);
+    ws.create("sub", &["--parent", "g"]);
+    ws.create("c3", &["--parent", "sub"]);
+    for id in ["c1", "c3"] {
+        ws.to(id, "working");
+        ws.to(id, "stuck");
+    }
+    ws.to("c2", "working");
+    ws.handoff("c2");
+    ws.to("c2", "agent-review");
+    ws.add_section("c2", "Review", "PASS");
+    ws.to("c2", "reviewing");
+    assert_eq!(ws.json(&["task", "show", "g"])["status"], "stuck");
+    let version = ws.version("g");
+    let events = ws.history().len();
+    let o = ws.expect(&["task", "retry", "g"], 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: g is a group: its status comes from the tasks in it, and only a task can be retried; act on its tasks: `warden task retry c1`, `warden task retry c3`"
+    );
+    let o = ws.expect(&["task", "approve", "g"], 1);
+    assert!(
+        err_line(&o).ends_with("act on its tasks: `warden task approve c2`"),
+        "{o:?}"
+    );
+    let o = ws.expect(&["task", "reject", "g", "--reason", "no"], 1);
+    assert!(
+        err_line(&o).ends_with("`warden task reject c2 --reason \"...\"`"),
+        "{o:?}"
+    );
+    let o = ws.expect(&["task", "respawn", "sub"], 1);
+    assert!(
+        err_line(&o).ends_with("act on its tasks: `warden task respawn c3`"),
+        "{o:?}"
+    );
+    let o = ws.expect(&["task", "approve", "sub"], 1);
+    assert!(
+        err_line(&o).ends_with("none of its tasks can be approved now (see `warden task list`)"),
+        "{o:?}"
+    );
+    assert_eq!(ws.version("g"), version);
+    assert_eq!(ws.history().len(), events);
+    // What it names works.
+    ws.ok(&["task", "retry", "c1"]);
+    ws.ok(&["task", "approve", "c2"]);
+}
+
 #[test]
 fn task_list_is_in_tree_order_and_needs_me_filters() {
     let ws = waiting_room();

@@ -218,15 +218,9 @@ impl App {
             tasks.sort_by(|a, b| a.id().cmp(b.id()));
         }
         self.tasks = tasks;
-        let (rows, progress) = build_rows(&self.tasks);
+        let (rows, progress, counts) = build_rows(&self.tasks);
         self.rows = rows;
         self.progress = progress;
-        let mut counts = [0usize; Status::ALL.len()];
-        for r in &self.rows {
-            if let Some(k) = Status::ALL.iter().position(|s| *s == r.status) {
-                counts[k] += 1;
-            }
-        }
         self.counts = Status::ALL
             .iter()
             .zip(counts)
@@ -552,7 +546,10 @@ pub fn tree_rows(tasks: &[Task]) -> Vec<Row> {
 }
 
 /// The rows in tree order and the progress over the leaves, from one index of the tree.
-fn build_rows(tasks: &[Task]) -> (Vec<Row>, Progress) {
+/// The rows in tree order, the progress over leaves, and how many leaves are in each
+/// status (in [`Status::ALL`]'s order): the header counts tasks as `warden status` and
+/// the web console do, groups left out (their status is their tasks').
+fn build_rows(tasks: &[Task]) -> (Vec<Row>, Progress, [usize; Status::ALL.len()]) {
     let sorted = tasks.is_sorted_by(|a, b| a.id() <= b.id());
     let index_of: HashMap<&TaskId, usize> = if sorted {
         HashMap::new()
@@ -597,5 +594,11 @@ fn build_rows(tasks: &[Task]) -> (Vec<Row>, Progress) {
         });
     }
     let progress = Progress::of(leaves.iter().copied());
-    (rows, progress)
+    let mut counts = [0usize; Status::ALL.len()];
+    for t in &leaves {
+        if let Some(k) = Status::ALL.iter().position(|s| *s == t.status()) {
+            counts[k] += 1;
+        }
+    }
+    (rows, progress, counts)
 }

@@ -193,16 +193,18 @@ pub fn build(app: &App, generation: u64) -> Result<Board, Failure> {
         depth.insert(t.id(), d);
         rows.push(Row::of(&TaskView::of(t, &idx), d));
     }
-    let progress = Progress::of(TreeView::new(&tasks).leaves());
+    let leaves: Vec<&warden_core::model::Task> = TreeView::new(&tasks).leaves().collect();
+    let progress = Progress::of(leaves.iter().copied());
     let summary = Summary {
         complete: progress.complete,
         total: progress.total,
         percentage: progress.percentage(),
         bar: progress.bar(),
         status: progress.status.as_str(),
+        // Tasks, as `warden status` and the dashboard count them: groups left out.
         counts: Status::ALL
             .iter()
-            .map(|s| (*s, tasks.iter().filter(|t| t.status() == *s).count()))
+            .map(|s| (*s, leaves.iter().filter(|t| t.status() == *s).count()))
             .filter(|(_, n)| *n > 0)
             .collect(),
         dead: tasks.iter().filter(|t| t.is_dead()).count(),

@@ -701,3 +701,33 @@ fn the_board_stream_follows_a_postgres_store_too() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(f.status("rev"), Status::Done);
 }
+
+/// The console's counts are tasks' counts, as `warden status` and the dashboard give
+/// them: a group is left out (its status is its tasks'). Before, a group was counted
+/// by its own stored status, so a stuck phase added one "pending".
+#[test]
+fn the_summary_counts_tasks_not_groups() {
+    let f = Fixture::new(|_| {});
+    for (id, parent) in [("g", None), ("c", Some("g"))] {
+        f.app
+            .create(CreateTask {
+                id: id.into(),
+                parent: parent.map(Into::into),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let c = TaskId::new("c").unwrap();
+    for to in [Status::Working, Status::Stuck] {
+        f.app.transition(&Transition::to(c.clone(), to)).unwrap();
+    }
+    let board = warden_web::board::build(&f.app, 1).unwrap();
+    assert_eq!(
+        board.summary.counts,
+        [
+            (Status::Pending, 1),
+            (Status::Reviewing, 1),
+            (Status::Stuck, 1)
+        ]
+    );
+}

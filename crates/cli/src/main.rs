@@ -163,13 +163,70 @@ fn main() -> ExitCode {
         signal_hook::consts::SIGXFSZ,
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(usage_error(e)),
+    };
     let json = cli.json;
     let code = match run(cli) {
         Ok(()) => 0,
         Err(e) => out::failure(&e, json),
     };
     ExitCode::from(code)
+}
+
+/// A command line clap refused. Help and version are printed as clap prints them;
+/// with `--json` anywhere before `--` the refusal is the one-line JSON error every
+/// other failure is (exit 2), and a negative number, which clap takes for an option and
+/// advises to pass after `--` (where Warden cannot take it), is named as what it is.
+fn usage_error(e: clap::Error) -> u8 {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let json = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
+    let negative = match (e.kind(), e.get(ContextKind::InvalidArg)) {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(a)))
+            if a.len() > 1 && a[1..].parse::<f64>().is_ok() && a.starts_with('-') =>
+        {
+            Some(a.clone())
+        }
+        _ => None,
+    };
+    if !json && negative.is_none() {
+        e.exit();
+    }
+    let message = match negative {
+        Some(n) => format!("{n} is not accepted here: the numbers Warden takes are 0 or more"),
+        None => {
+            // clap's text, on one line: the error, then any tip, then where to look.
+            let text = e.render().to_string();
+            let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+            let first = lines
+                .next()
+                .unwrap_or("the command line is not valid")
+                .trim_start_matches("error: ")
+                .to_owned();
+            let rest: Vec<&str> = lines
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more"))
+                .map(|l| l.trim_start_matches("tip: "))
+                .collect();
+            let mut m = first;
+            if !rest.is_empty() {
+                m = format!("{m} {}", rest.join(" "));
+            }
+            format!("{m}; see `--help`")
+        }
+    };
+    out::failure(&Failure::usage(message), json)
 }
 
 /// The command's name and what it asks of an agent session's scope (see

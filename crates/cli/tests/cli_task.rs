@@ -1886,3 +1886,35 @@ fn check_finds_an_index_of_dependents_that_lies() {
         describe(&["check"], &o)
     );
 }
+
+/// A command line clap refuses is, under `--json`, the same one-line JSON error as
+/// every other failure (exit 2); a negative number is named as one, not answered with
+/// clap's advice to pass it after `--` (which Warden then refuses too). Help still
+/// prints, and nothing is stored.
+#[test]
+fn usage_errors_follow_json_and_name_a_negative_number() {
+    let ws = Workspace::new("usage-json");
+    ws.create("t", &[]);
+    let version = ws.version("t");
+    for args in [
+        &["--json", "task", "frob"][..],
+        &["--json", "task", "create"][..],
+        &["task", "edit", "t", "--max-attempts", "x", "--json"][..],
+    ] {
+        let o = ws.expect(args, 2);
+        let err: serde_json::Value = serde_json::from_slice(&o.stderr)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", text(&o.stderr)));
+        assert_eq!(err["error"]["code"], 2, "{err}");
+        let m = err["error"]["message"].as_str().unwrap();
+        assert!(!m.contains('\n') && m.ends_with("see `--help`"), "{m}");
+    }
+    let o = ws.expect(&["task", "edit", "t", "--max-attempts", "-1"], 2);
+    assert_eq!(
+        text(&o.stderr).trim_end(),
+        "error: -1 is not accepted here: the numbers Warden takes are 0 or more"
+    );
+    let o = ws.expect(&["task", "edit", "t", "--max-attempts", "x"], 2);
+    assert!(text(&o.stderr).contains("invalid value 'x'"), "{o:?}");
+    ws.ok(&["--json", "task", "--help"]);
+    assert_eq!(ws.version("t"), version);
+}

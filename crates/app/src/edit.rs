@@ -163,6 +163,18 @@ impl App {
                     ))
                     .into());
                 }
+                // A stuck task shows its attempts against its limit ("2/1" told nothing
+                // true); a retry starts the count again, and the limit may fall then.
+                if task.status() == Status::Stuck
+                    && m > 0
+                    && m != task.spec.max_attempts
+                    && m < used
+                {
+                    return Err(Failure::refused(format!(
+                        "{id} has used {used} attempt(s); give --max-attempts {used} or more, or lower it after `warden task retry {id}` (a retry starts the count again)"
+                    ))
+                    .into());
+                }
                 spec.max_attempts = m;
             }
             if let Some(path) = dependency_cycle(tree, &spec)? {

@@ -1664,6 +1664,20 @@ fn edit_changes_a_tasks_place_in_the_plan_under_the_trees_rules() {
     );
     ws.ok(&["task", "edit", "lint", "--max-attempts", "2"]);
     assert_eq!(ws.show("lint")["max_attempts"], 2);
+    // Stuck after its second: a limit below what it used would read "2/1"; a retry
+    // starts the count again, and the limit may fall then.
+    ws.expect(&["task", "update", "lint", "--status", "done"], 1);
+    assert_eq!(ws.show("lint")["status"], "stuck");
+    let o = ws.expect(&["task", "edit", "lint", "--max-attempts", "1"], 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: lint has used 2 attempt(s); give --max-attempts 2 or more, or lower it after `warden task retry lint` (a retry starts the count again)"
+    );
+    assert_eq!(ws.show("lint")["max_attempts"], 2);
+    ws.ok(&["task", "edit", "lint", "--max-attempts", "3"]);
+    ws.ok(&["task", "retry", "lint"]);
+    ws.ok(&["task", "edit", "lint", "--max-attempts", "1"]);
+    assert_eq!(ws.show("lint")["max_attempts"], 1);
     ws.check_ok();
 }
 

@@ -387,7 +387,7 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
             let id = id_or_env(id)?;
             let text = app.output_log(&id)?;
             if g.json {
-                out::json(&json!({"id": id, "log": text}));
+                out::json(&json!({"id": id, "output": text}));
             } else {
                 out::print(&text);
             }

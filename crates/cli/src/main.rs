@@ -44,8 +44,9 @@ Examples:
 #[derive(Parser, Debug)]
 #[command(name = "warden", version, after_help = AFTER_HELP, propagate_version = true)]
 struct Cli {
-    /// The project root that holds .warden/ (default: found by walking up from here).
-    #[arg(long, global = true, env = "WARDEN_DIR", value_name = "PATH")]
+    /// The project root that holds .warden/ (default: $WARDEN_DIR when set and not
+    /// empty, else found by walking up from here).
+    #[arg(long, global = true, value_name = "PATH")]
     dir: Option<PathBuf>,
     /// Print machine-readable JSON on stdout.
     #[arg(long, global = true)]
@@ -279,7 +280,13 @@ fn agent_request(c: &Command) -> (&'static str, Request) {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     let g = Global {
-        dir: cli.dir,
+        // An empty WARDEN_DIR (`WARDEN_DIR= warden …`) is unset, as a shell user means it
+        // (read by clap, it was an empty `--dir`, and the error blamed the flag).
+        dir: cli.dir.or_else(|| {
+            std::env::var_os("WARDEN_DIR")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        }),
         json: cli.json,
     };
     if let Some(session) = AgentSession::from_env() {

@@ -1057,7 +1057,10 @@ fn cancel_respawn_and_log() {
     let o = ws.ok(&["task", "log", "c"]);
     assert_eq!(text(&o.stdout), "line one\nline two\n");
     let v = ws.json(&["task", "log", "c"]);
-    assert_eq!(v["log"], "line one\nline two\n");
+    assert_eq!(
+        v["output"], "line one\nline two\n",
+        "the key `task log -f --json` uses"
+    );
     ws.check_ok();
 }
 
@@ -1931,4 +1934,20 @@ fn usage_errors_follow_json_and_name_a_negative_number() {
     assert!(text(&o.stderr).contains("invalid value 'x'"), "{o:?}");
     ws.ok(&["--json", "task", "--help"]);
     assert_eq!(ws.version("t"), version);
+}
+
+/// An empty `WARDEN_DIR` (how a shell user unsets it for one command) is unset: the
+/// workspace is found from the current directory. Before, clap read it as an empty
+/// `--dir` and refused, blaming the flag nobody gave; a set one still names the root.
+#[test]
+fn an_empty_warden_dir_is_unset() {
+    let ws = Workspace::new("empty-dir-env");
+    ws.create("t", &[]);
+    let o = ws.run_env(&["task", "show", "t"], &[("WARDEN_DIR", "")]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let elsewhere = Workspace::bare("empty-dir-env-elsewhere");
+    std::fs::create_dir_all(&elsewhere.root).unwrap();
+    let root = ws.root.to_str().unwrap();
+    let o = elsewhere.run_env(&["task", "show", "t"], &[("WARDEN_DIR", root)]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
 }

@@ -408,7 +408,7 @@ pub enum StoreError {
     Busy,
     /// The database file is damaged or not a database.
     #[error(
-        "the store {path} is damaged ({detail}); run `warden check` to see what is readable, and restore from a backup"
+        "the store {path} is damaged ({detail}) and Warden cannot open it; restore it from a backup, or rebuild what is readable with the sqlite3 program (`sqlite3 {path} .recover | sqlite3 {path}.recovered`, then move that file in its place)"
     )]
     Corrupt {
         /// The database path.

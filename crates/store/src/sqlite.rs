@@ -2146,6 +2146,11 @@ mod tests {
         let e = SqliteStore::open(&path, 100).unwrap_err();
         assert_eq!(e.code(), warden_core::failure::ExitCode::Internal, "{e}");
         assert!(e.to_string().contains("damaged"), "{e}");
+        // `warden check` opens the store too: the way on is outside Warden.
+        assert!(
+            !e.to_string().contains("warden check") && e.to_string().contains(".recover"),
+            "{e}"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

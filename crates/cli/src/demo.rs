@@ -44,9 +44,42 @@ const PLAN: &str = r#"{"tasks": [
 struct Demo {
     exe: PathBuf,
     root: PathBuf,
+    json: bool,
 }
 
 impl Demo {
+    /// A line of the transcript: on stdout, or on stderr under `--json` (stdout then
+    /// carries only the closing JSON summary).
+    fn say(&self, text: &str) {
+        if self.json {
+            eprintln!("{text}");
+        } else {
+            out::line(text);
+        }
+    }
+
+    /// Text of the transcript as it is (see [`Demo::say`]).
+    fn show(&self, text: &str) {
+        if self.json {
+            eprint!("{text}");
+        } else {
+            out::print(text);
+        }
+    }
+
+    /// Where the supervisor's own output goes: the transcript's stream.
+    fn stdout(&self) -> Result<Stdio, Failure> {
+        if !self.json {
+            return Ok(Stdio::inherit());
+        }
+        use std::os::fd::AsFd;
+        let fd = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Failure::internal(format!("cannot share stderr: {e}")))?;
+        Ok(Stdio::from(fd))
+    }
+
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.exe);
         c.args(args)
@@ -73,7 +106,7 @@ impl Demo {
     /// A person's command, echoed with Warden's first line of answer.
     fn person(&self, args: &[&str]) -> Result<i32, Failure> {
         let (code, text) = self.warden(args)?;
-        out::line(&format!(
+        self.say(&format!(
             "  person$ warden {}  → [{code}] {}",
             args.join(" "),
             text.lines().next().unwrap_or("")
@@ -83,12 +116,12 @@ impl Demo {
 
     /// `warden run --until-idle`, its output streamed as it comes.
     fn run(&self, session: &str) -> Result<(), Failure> {
-        out::line(&format!(
+        self.say(&format!(
             "  person$ warden run --until-idle --session {session}"
         ));
         let st = self
             .cmd(&["run", "--until-idle", "--session", session])
-            .stdout(Stdio::inherit())
+            .stdout(self.stdout()?)
             .stderr(Stdio::inherit())
             .status()
             .map_err(|e| Failure::internal(e.to_string()))?;
@@ -99,10 +132,10 @@ impl Demo {
         match code {
             Some(ExitCode::Ok) => {}
             Some(ExitCode::NeedsPerson) => {
-                out::line("  (the run ended with exit 6: something waits for the person)")
+                self.say("  (the run ended with exit 6: something waits for the person)")
             }
             Some(ExitCode::StuckOrDead) => {
-                out::line("  (the run ended with exit 7: something is stuck or dead)")
+                self.say("  (the run ended with exit 7: something is stuck or dead)")
             }
             _ => {
                 return Err(Failure::internal(format!(
@@ -139,7 +172,7 @@ fn git(root: &Path, args: &[&str]) -> Result<String, Failure> {
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-pub fn run(_g: &Global, a: DemoArgs) -> Result<(), Failure> {
+pub fn run(g: &Global, a: DemoArgs) -> Result<(), Failure> {
     if a.session != "process" && a.session != "tmux" {
         return Err(Failure::usage("--session takes process or tmux"));
     }
@@ -163,9 +196,10 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), Failure> {
     let d = Demo {
         exe,
         root: root.clone(),
+        json: g.json,
     };
     let result = script(&d, &a.session);
-    out::line(&format!(
+    d.say(&format!(
         "\nDemo finished in {:.1}s. Workspace: {}{}",
         started.elapsed().as_secs_f64(),
         root.display(),
@@ -178,11 +212,20 @@ pub fn run(_g: &Global, a: DemoArgs) -> Result<(), Failure> {
     if temp {
         let _ = std::fs::remove_dir_all(&root);
     }
-    result
+    let mut summary = result?;
+    if g.json {
+        summary["seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
+        summary["workspace"] = serde_json::json!(root);
+        summary["kept"] = serde_json::json!(!temp);
+        out::json(&summary);
+    }
+    Ok(())
 }
 
-fn script(d: &Demo, session: &str) -> Result<(), Failure> {
-    out::line("Warden demo: a sample plan run by the supervisor with simulated agents.\n");
+/// Runs the demo's story; returns what `--json` prints: the tasks as they ended, main's
+/// log, and whether the person's own files were left alone.
+fn script(d: &Demo, session: &str) -> Result<serde_json::Value, Failure> {
+    d.say("Warden demo: a sample plan run by the supervisor with simulated agents.\n");
     let root = &d.root;
     git(root, &["init", "-q", "-b", "main"])?;
     std::fs::write(root.join("README.md"), "# demo app\n")
@@ -215,7 +258,7 @@ fn script(d: &Demo, session: &str) -> Result<(), Failure> {
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(&cfg, text).map_err(|e| Failure::internal(e.to_string()))?;
-    out::line(
+    d.say(
         "  (agent.command set to the simulated agent: `warden agent-sim --prompt {prompt_file}`)",
     );
     std::fs::write(root.join(".warden/plan.json"), PLAN)
@@ -224,7 +267,7 @@ fn script(d: &Demo, session: &str) -> Result<(), Failure> {
     d.person(&["state", "--write"])?;
 
     for round in 1..=6 {
-        out::line(&format!("\n# supervisor pass {round}"));
+        d.say(&format!("\n# supervisor pass {round}"));
         d.run(session)?;
         let tasks = d.tasks()?;
         let mut acted = false;
@@ -232,12 +275,12 @@ fn script(d: &Demo, session: &str) -> Result<(), Failure> {
             let id = t["id"].as_str().unwrap_or_default();
             match t["status"].as_str() {
                 Some("reviewing") => {
-                    out::line(&format!("  (the person reviews {id} and approves it)"));
+                    d.say(&format!("  (the person reviews {id} and approves it)"));
                     d.person(&["task", "approve", id])?;
                     acted = true;
                 }
                 Some("working") if t["dead"] == true => {
-                    out::line(&format!(
+                    d.say(&format!(
                         "  ({id}'s worker crashed; the person respawns it)"
                     ));
                     d.person(&["task", "respawn", id])?;
@@ -251,32 +294,44 @@ fn script(d: &Demo, session: &str) -> Result<(), Failure> {
         }
     }
 
-    out::line("\n# the record");
+    d.say("\n# the record");
     d.person(&["task", "list"])?;
     let (_, list) = d.warden(&["task", "list"])?;
-    out::print(&list);
+    d.show(&list);
     d.person(&["check"])?;
     let log = git(root, &["log", "--oneline", "main"])?;
-    out::line("\n  git log --oneline main:");
+    d.say("\n  git log --oneline main:");
     for l in log.lines() {
-        out::line(&format!("    {l}"));
+        d.say(&format!("    {l}"));
     }
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap_or_default();
     let notes = std::fs::read_to_string(root.join("notes.txt")).unwrap_or_default();
-    out::line(&format!(
+    let intact = readme.contains("work in progress") && notes == "untracked notes\n";
+    d.say(&format!(
         "  the person's uncommitted README.md and untracked notes.txt are {}",
-        if readme.contains("work in progress") && notes == "untracked notes\n" {
+        if intact {
             "intact"
         } else {
             "CHANGED (this is a bug)"
         }
     ));
     let (_, state) = d.warden(&["state"])?;
-    out::line("\n--- STATE.md ---");
-    out::print(&state);
-    out::line(&format!(
+    d.say("\n--- STATE.md ---");
+    d.show(&state);
+    d.say(&format!(
         "\nOn a kept workspace (--keep DIR), look around with: warden --dir {} dashboard",
         root.display()
     ));
-    Ok(())
+    let tasks: Vec<serde_json::Value> = d
+        .tasks()?
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| serde_json::json!({"id": t["id"], "status": t["status"]}))
+        .collect();
+    Ok(serde_json::json!({
+        "tasks": tasks,
+        "main_log": log.lines().collect::<Vec<_>>(),
+        "person_files_intact": intact,
+    }))
 }

@@ -2077,6 +2077,37 @@ fn the_demo_runs_its_plan_to_the_end() {
     assert_eq!(t["status"], "stuck", "{t:#}");
 }
 
+/// `warden --json demo`: the transcript goes to stderr and stdout is one JSON summary a
+/// script reads (before, stdout was the human transcript).
+#[test]
+fn the_demo_under_json_prints_one_summary() {
+    let p = Project::empty("demo-json");
+    let o = p.cmd(&["--json", "demo"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e})"));
+    assert!(err.contains("person$ warden init"), "{err}");
+    assert_eq!(v["person_files_intact"], true, "{v}");
+    assert_eq!(v["kept"], false, "{v}");
+    let status = |id: &str| {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .map(|t| t["status"].clone())
+    };
+    assert_eq!(status("api"), Some(Value::from("done")), "{v}");
+    assert_eq!(status("i18n"), Some(Value::from("stuck")), "{v}");
+    assert!(
+        v["main_log"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|c| c.as_str().unwrap().contains("api"))),
+        "{v}"
+    );
+}
+
 /// A session that started and then vanished without a trace of its end (its host and
 /// its process group killed; in tmux mode the server killed, or the machine ran out of
 /// memory) is the work's failed attempt, with the unknown exit code: what it left as it

@@ -15,7 +15,8 @@ use crate::{App, Result};
 pub const MAX_REASON_CHARS: usize = 4000;
 
 /// A reason (a rejection's, or a transition's `--reason`) of at most
-/// [`MAX_REASON_CHARS`] characters and without a NUL (exit 2 otherwise). A reason is
+/// [`MAX_REASON_CHARS`] characters and without a NUL or another control character but a
+/// line break or a tab (exit 2 otherwise). A reason is
 /// shown to people and a rejection's goes into the worker's prompt, where no NUL means
 /// anything; it reaches here from MCP and the web console as JSON, where `\u0000` is one
 /// escape away. (Both stores could keep it: reasons live in JSON event bodies.)
@@ -31,17 +32,35 @@ pub(crate) fn check_reason(reason: &str) -> Result<()> {
             "the reason contains a NUL character (\\u0000); remove it",
         ));
     }
+    // An ESC or a BEL would drive the terminal of whoever reads the history; line
+    // breaks and tabs are text.
+    if let Some(c) = reason
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(Failure::usage(format!(
+            "the reason contains a control character (U+{:04X}); remove it",
+            c as u32
+        )));
+    }
     Ok(())
 }
 
 /// A reason a reporter gave that must be kept rather than refused (a session's end is
-/// recorded whatever its reporter says about it): a NUL becomes U+FFFD and anything past
+/// recorded whatever its reporter says about it): a NUL, or any control character but a
+/// line break or a tab, becomes U+FFFD and anything past
 /// [`MAX_REASON_CHARS`] characters is cut, marked with `…`.
 pub(crate) fn bounded_reason(reason: &str) -> String {
     let mut out: String = reason
         .chars()
         .take(MAX_REASON_CHARS)
-        .map(|c| if c == '\0' { '\u{FFFD}' } else { c })
+        .map(|c| {
+            if c.is_control() && !matches!(c, '\n' | '\r' | '\t') {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
         .collect();
     if reason.chars().nth(MAX_REASON_CHARS).is_some() {
         out.pop();

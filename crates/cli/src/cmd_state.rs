@@ -124,7 +124,7 @@ pub fn history(g: &Global, a: HistoryArgs) -> Result<()> {
             let reason = e
                 .reason
                 .as_deref()
-                .map(|r| format!("  ({r})"))
+                .map(|r| format!("  ({})", out::one_line(r)))
                 .unwrap_or_default();
             s.push_str(&format!(
                 "{:>5}  {}  {:<16} {:<7} {what}{reason}\n",

@@ -97,7 +97,7 @@ pub fn render(v: &StatusView, now: Timestamp) -> String {
                 n.id,
             ));
             if let Some(d) = &n.detail {
-                s.push_str(&format!("           {d}\n"));
+                s.push_str(&format!("           {}\n", out::one_line(d)));
             }
             for c in &n.commands {
                 s.push_str(&format!("           → {c}\n"));

@@ -562,7 +562,7 @@ fn show(g: &Global, app: &App, id: &TaskId) -> Result<()> {
         s.push_str(&format!("  resume     from {p}\n"));
     }
     if let Some(f) = &t.last_failure {
-        s.push_str(&format!("  failure    {f}\n"));
+        s.push_str(&format!("  failure    {}\n", out::one_line(f)));
     }
     s.push_str(&format!(
         "  version    {}   updated {}\n  TASK.md    {}\n",

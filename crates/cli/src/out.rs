@@ -77,3 +77,40 @@ pub fn status(s: Status) -> String {
     };
     format!("\x1b[{code}m{s}\x1b[0m")
 }
+
+/// Text an agent or a reporter wrote, made safe for one line of a person's terminal: a
+/// line break shows as `⏎`, a tab as a space, any other control character (an ESC
+/// that would drive the terminal) in caret notation (`^[`) or as `�`.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' => out.push_str(" ⏎ "),
+            '\t' => out.push(' '),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push('^');
+                out.push(char::from((c as u8) ^ 0x40));
+            }
+            c if c.is_control() => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_line_shows_control_characters_without_obeying_them() {
+        assert_eq!(super::one_line("plain"), "plain");
+        assert_eq!(
+            super::one_line("a\r\nb\tc\u{1b}]0;pwned\u{7}d\u{9b}e"),
+            "a ⏎ b c^[]0;pwned^Gd\u{fffd}e"
+        );
+    }
+}

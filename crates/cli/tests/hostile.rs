@@ -305,6 +305,11 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         &[&update[..], &["--reason", long_reason.as_str()]].concat(),
         "the reason is 4001 characters; keep it under 4000",
     );
+    // An ESC or a BEL in a reason would drive the terminal of whoever reads the history.
+    usage(
+        &[&update[..], &["--reason", "ok\u{1b}]0;pwned\u{7}"]].concat(),
+        "the reason contains a control character (U+001B); remove it",
+    );
     usage(
         &["task", "exited", "m", "--session", "a\tb"],
         "the session id holds a control character; use printable characters only",
@@ -340,7 +345,7 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
     let hook_env = [env, &[("WARDEN_TASK_ID", "m")]].concat();
     let input = json!({
         "session_id": format!("s{}", "\u{0}".repeat(3)),
-        "reason": format!("x\u{0}{}", "y".repeat(10_000)),
+        "reason": format!("x\u{0}\u{1b}{}", "y".repeat(10_000)),
     });
     let o = ws.run_stdin_env(&["hook", "session-end"], &input.to_string(), &hook_env);
     assert_eq!(code(&o), 0, "{}", describe(&["hook", "session-end"], &o));
@@ -352,7 +357,7 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
     assert_eq!(ended.len(), 1, "{ended:#?}");
     let reason = ended[0]["data"]["reason"].as_str().unwrap();
     assert!(
-        reason.starts_with("harness session end: x\u{FFFD}yyy") && reason.ends_with("y…"),
+        reason.starts_with("harness session end: x\u{FFFD}\u{FFFD}yyy") && reason.ends_with("y…"),
         "{reason:.80}"
     );
     assert_eq!(reason.chars().count(), 4000);
@@ -1053,4 +1058,46 @@ fn a_request_naming_no_task_leaves_no_folder_behind() {
         );
     }
     assert_eq!((folders(), snapshot(&ws)), before);
+}
+
+/// What people read of an agent's or a reporter's words shows line breaks without
+/// breaking its lines: `warden history`, `task show` and `warden status` print a
+/// reason or a failure on one line (`⏎`), and any control character stored before
+/// reasons refused them in caret notation.
+#[test]
+fn stored_words_print_on_one_line_and_drive_no_terminal() {
+    let ws = Workspace::new("one-line");
+    ws.create("t", &[]);
+    ws.ok(&[
+        "task",
+        "update",
+        "t",
+        "--status",
+        "working",
+        "--reason",
+        "two\nlines",
+    ]);
+    let history = text(&ws.ok(&["history", "t"]).stdout);
+    assert!(history.contains("(two ⏎ lines)"), "{history}");
+    // A crash whose reporter's reason has a line break is the task's last failure.
+    ws.ok(&[
+        "task",
+        "exited",
+        "t",
+        "--reason",
+        "killed\nby the OOM killer",
+    ]);
+    let failure = ws.json(&["task", "show", "t"])["last_failure"].clone();
+    assert!(failure.as_str().unwrap().contains('\n'), "{failure}");
+    for (args, line) in [
+        (&["task", "show", "t"][..], "  failure    "),
+        (&["status"][..], "           "),
+    ] {
+        let out = text(&ws.ok(args).stdout);
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(line) && l.contains("(killed ⏎ by the OOM killer)")),
+            "{args:?}: {out}"
+        );
+    }
 }

@@ -37,10 +37,42 @@ impl App {
 
     /// Merges a delta: one write that records `memory.merged` and appends the capped
     /// delta. Returns the memory read after the merge (which may hold a concurrent merge
-    /// too).
-    pub fn merge_memory(&self, id: &TaskId, delta: &MemoryDelta) -> Result<Memory> {
-        self.eng.merge_memory(id, delta)?;
-        self.memory(id)
+    /// too). With a request id, a merge repeated after an unknown outcome (a lost
+    /// connection, a killed process) is applied once; the repeat answers with the memory
+    /// as it is. A merge that landed but whose memory cannot be read back says so rather
+    /// than fail: merging it again would add its items twice.
+    pub fn merge_memory(
+        &self,
+        id: &TaskId,
+        delta: &MemoryDelta,
+        request_id: Option<&str>,
+    ) -> Result<Memory> {
+        if let Some(k) = request_id {
+            crate::task::check_request_id(k)?;
+        }
+        let respond =
+            |ch: &warden_core::ops::Change| {
+                Ok(serde_json::json!({"id": id, "version": ch.after.as_ref().map(|t| t.version())})
+                .to_string())
+            };
+        let key = request_id.map(|k| warden_store::engine::RequestKey {
+            key: k,
+            // Bound to this delta: the same key with other items is refused.
+            fingerprint: format!(
+                "memory merge {id} (delta {})",
+                &warden_core::artifact::sha256_hex(
+                    serde_json::to_string(delta).unwrap_or_default().as_bytes()
+                )[..16]
+            ),
+            respond: &respond,
+        });
+        self.eng.merge_memory(id, delta, key.as_ref())?;
+        self.memory(id).map_err(|e| {
+            Failure::internal(format!(
+                "{id}'s memory merge was saved, but the memory could not be read back ({}); do not merge it again: see it with `warden memory show {id}`",
+                e.message
+            ))
+        })
     }
 
     /// The memory as prompts embed it: `<state>…</state>`.

@@ -76,7 +76,7 @@ pub const MAX_REQUEST_ID_CHARS: usize = 200;
 
 /// A request id is stored as a key (as text, which PostgreSQL refuses a NUL in) and shown
 /// back in messages: printable, and at most [`MAX_REQUEST_ID_CHARS`] (exit 2 otherwise).
-fn check_request_id(key: &str) -> Result<()> {
+pub(crate) fn check_request_id(key: &str) -> Result<()> {
     check_key(
         "request id",
         key,

@@ -576,7 +576,7 @@ fn child_merges(dir: &str, n: usize, k: usize) {
             decisions: vec![format!("p{k}-{i}")],
             ..Default::default()
         };
-        eng.merge_memory(&id, &delta).unwrap();
+        eng.merge_memory(&id, &delta, None).unwrap();
     }
 }
 

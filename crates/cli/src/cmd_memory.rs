@@ -27,6 +27,10 @@ pub enum MemoryCmd {
         /// Task id (default: $WARDEN_TASK_ID). With one argument, it is the FILE.
         #[arg(num_args = 1..=2, value_names = ["ID", "FILE"], required = true)]
         args: Vec<String>,
+        /// An idempotency key: a merge repeated with the same key (after a lost answer)
+        /// is applied once.
+        #[arg(long, value_name = "KEY")]
+        request_id: Option<String>,
     },
     /// Print the memory as it is embedded in prompts.
     Dump {
@@ -41,7 +45,7 @@ impl MemoryCmd {
         match self {
             MemoryCmd::Show { .. } => ("warden memory show", Request::Free),
             MemoryCmd::Dump { .. } => ("warden memory dump", Request::Free),
-            MemoryCmd::Merge { args } => (
+            MemoryCmd::Merge { args, .. } => (
                 "warden memory merge",
                 Request::Change {
                     id: (args.len() == 2).then(|| args[0].clone()),
@@ -74,14 +78,14 @@ pub fn run(g: &Global, cmd: MemoryCmd) -> Result<()> {
             }
             Ok(())
         }
-        MemoryCmd::Merge { args } => {
+        MemoryCmd::Merge { args, request_id } => {
             let (id, file) = match args.as_slice() {
                 [file] => (id_or_env(None)?, file.clone()),
                 [id, file] => (id_or_env(Some(id.clone()))?, file.clone()),
                 _ => return Err(Failure::usage("usage: warden memory merge [ID] FILE|-")),
             };
             let delta = warden_app::memory::read_delta(std::path::Path::new(&file))?;
-            let m = app.merge_memory(&id, &delta)?;
+            let m = app.merge_memory(&id, &delta, request_id.as_deref())?;
             if g.json {
                 // The memory as it is now: this merge and any that landed since.
                 out::json(&m);

@@ -612,3 +612,30 @@ fn a_big_projects_state_md_is_kept_and_follows_every_change() {
         "nor its text"
     );
 }
+
+/// A merge repeated after an unknown outcome (a lost answer, a killed process) with the
+/// same --request-id is applied once: its items are not added twice. The key is bound to
+/// its delta: other items under it are refused, nothing stored.
+#[test]
+fn a_memory_merge_with_a_request_id_is_applied_once() {
+    let ws = Workspace::new("memory-request-id");
+    ws.create("t", &[]);
+    let delta = r#"{"decisions": ["use sqlite"]}"#;
+    let merge = ["--json", "memory", "merge", "t", "-", "--request-id", "m1"];
+    for _ in 0..2 {
+        let o = ws.run_stdin(&merge, delta);
+        assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+        let m: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(m["decisions"], serde_json::json!(["use sqlite"]), "{m}");
+    }
+    assert_eq!(ws.events("memory.merged", Some("t")).len(), 1);
+    let o = ws.run_stdin(&merge[1..], r#"{"decisions": ["use postgres"]}"#);
+    assert_eq!(code(&o), 2, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("request id \"m1\" was already used for another request"),
+        "{}",
+        text(&o.stderr)
+    );
+    let m = ws.json(&["memory", "show", "t"]);
+    assert_eq!(m["decisions"], serde_json::json!(["use sqlite"]), "{m}");
+}

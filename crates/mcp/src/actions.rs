@@ -179,8 +179,8 @@ pub fn memory_get(app: &App, id: &TaskId) -> Res {
 }
 
 /// `memory_merge`: one transaction; returns the memory after it.
-pub fn memory_merge(app: &App, id: &TaskId, delta: MemoryDelta) -> Res {
-    to_value(&app.merge_memory(id, &delta)?)
+pub fn memory_merge(app: &App, id: &TaskId, delta: MemoryDelta, request_id: Option<&str>) -> Res {
+    to_value(&app.merge_memory(id, &delta, request_id)?)
 }
 
 /// `history`: `{"events": [...]}`, oldest first.

@@ -295,6 +295,10 @@ pub struct MemoryParams<Id> {
     /// What to do next; replaces the current focus when non-empty.
     #[serde(default)]
     pub next_focus: Option<String>,
+    /// An idempotency key: a merge repeated with the same key (after a lost answer) is
+    /// applied once.
+    #[serde(default)]
+    pub request_id: Option<String>,
 }
 
 impl<Id> MemoryParams<Id> {

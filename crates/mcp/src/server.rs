@@ -626,8 +626,15 @@ impl WardenServer {
         Parameters(p): Parameters<MemoryParams<String>>,
     ) -> CallToolResult {
         result(
-            self.exec(move |e| actions::memory_merge(e, &actions::task_id(&p.id)?, p.delta()))
-                .await,
+            self.exec(move |e| {
+                actions::memory_merge(
+                    e,
+                    &actions::task_id(&p.id)?,
+                    p.delta(),
+                    p.request_id.as_deref(),
+                )
+            })
+            .await,
         )
     }
 
@@ -748,12 +755,13 @@ impl WardenServer {
         Parameters(p): Parameters<MemoryParams<Option<String>>>,
     ) -> CallToolResult {
         let delta = p.delta();
+        let request_id = p.request_id;
         let id = match self.target("memory_merge", p.id).await {
             Ok(id) => id,
             Err(e) => return err_result(&e),
         };
         result(
-            self.exec(move |e| actions::memory_merge(e, &id, delta))
+            self.exec(move |e| actions::memory_merge(e, &id, delta, request_id.as_deref()))
                 .await,
         )
     }

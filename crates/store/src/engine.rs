@@ -283,13 +283,18 @@ impl Engine {
     /// write that records `memory.merged` and appends the capped delta in the same
     /// transaction. It never reads the stored memory, so a merge costs the same however
     /// long the memory is, and concurrent merges never lose an item.
-    pub fn merge_memory(&self, id: &TaskId, delta: &MemoryDelta) -> Result<Written, EngineError> {
+    pub fn merge_memory(
+        &self,
+        id: &TaskId,
+        delta: &MemoryDelta,
+        request: Option<&RequestKey<'_>>,
+    ) -> Result<Written, EngineError> {
         if let Some(problem) = delta.problem() {
             return Err(Refusal::InvalidMemory(problem).into());
         }
         let append = memory::append_of(delta, &self.memory_caps());
         let shown = self.task_file_shown(id);
-        self.write_task(id, None, |t, _doc| {
+        self.write_task(id, request, |t, _doc| {
             let change = ops::record(
                 t,
                 vec![EventKind::MemoryMerged {

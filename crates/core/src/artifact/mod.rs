@@ -202,7 +202,8 @@ pub fn file_evidence(name: &str, text: &str) -> Option<Evidence> {
     })
 }
 
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+/// Lower-hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(64);

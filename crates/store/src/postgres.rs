@@ -395,7 +395,19 @@ impl PgStore {
         }
         for (i, m) in MIGRATIONS.iter().enumerate().skip(current as usize) {
             match m {
-                Migration::Sql(sql) => tx.batch_execute(sql).map_err(|e| self.err(e))?,
+                // A first migration that meets a table of its name is in a database
+                // another program uses (Warden's own always has its version rows).
+                Migration::Sql(sql) => tx.batch_execute(sql).map_err(|e| {
+                    if current == 0 && e.code() == Some(&SqlState::DUPLICATE_TABLE) {
+                        StoreError::Db(format!(
+                            "the PostgreSQL store {} already has tables of another program ({}); give Warden a database of its own, or a schema of its own (CREATE SCHEMA warden, then add options=-csearch_path%3Dwarden to the URL's query)",
+                            self.shown,
+                            error_text(&e)
+                        ))
+                    } else {
+                        self.err(e)
+                    }
+                })?,
                 Migration::Refold => {
                     let rows = tx
                         .query(
@@ -724,7 +736,18 @@ fn map_err(e: postgres::Error, shown: &str, password: Option<&str>) -> StoreErro
         return StoreError::Busy;
     }
     let text = scrub(&error_text(&e), password);
-    if e.is_closed() {
+    // The server ended the session (an administrator's pg_terminate_backend, a restart,
+    // a crash) or the link failed: the same as a closed connection to the person.
+    let ended = e.code().is_some_and(|c| {
+        c.code().starts_with("08")
+            || [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+            ]
+            .contains(c)
+    });
+    if e.is_closed() || ended {
         return StoreError::Db(format!(
             "the connection to the PostgreSQL store {shown} was lost ({text}); check the server and run the command again"
         ));
@@ -1671,5 +1694,56 @@ mod tests {
         assert!(e.contains("warden:***@"), "{e}");
         assert!(e.contains("cannot connect"), "{e}");
         assert_eq!(scrub("a hunter2 b", Some("hunter2")), "a *** b");
+    }
+
+    /// A database another program already keeps a `tasks` table in: opening it says so
+    /// and how to give Warden a schema of its own, and that way works. Before, the
+    /// driver's "relation \"tasks\" already exists" reached the person raw.
+    #[test]
+    fn a_database_with_another_programs_tables_says_so_and_a_schema_works() {
+        let Some(db) = testing::database("another_programs_tables") else {
+            return;
+        };
+        let mut c = Client::connect(&db.url, postgres::NoTls).unwrap();
+        c.batch_execute("CREATE TABLE tasks (title text)").unwrap();
+        let e = PgStore::open(&db.url, 5000).err().unwrap().to_string();
+        assert!(
+            e.contains("already has tables of another program") && e.contains("CREATE SCHEMA"),
+            "{e}"
+        );
+        c.batch_execute("CREATE SCHEMA warden").unwrap();
+        let url = format!("{}&options=-csearch_path%3Dwarden", db.url);
+        let s = PgStore::open(&url, 5000).unwrap();
+        assert!(s.list().unwrap().is_empty());
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'warden'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(n > 3, "Warden's tables are in its schema");
+    }
+
+    /// A connection the server ended (pg_terminate_backend, a restart) is named as lost,
+    /// with what to do, not the driver's text alone.
+    #[test]
+    fn a_connection_the_server_ended_is_named_as_lost() {
+        let Some(db) = testing::database("a_connection_the_server_ended") else {
+            return;
+        };
+        let s = PgStore::open(&db.url, 5000).unwrap();
+        assert!(s.list().unwrap().is_empty());
+        let mut c = Client::connect(&db.url, postgres::NoTls).unwrap();
+        c.batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .unwrap();
+        let e = s.list().err().unwrap().to_string();
+        assert!(
+            e.contains("was lost") && e.contains("run the command again"),
+            "{e}"
+        );
     }
 }

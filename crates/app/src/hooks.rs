@@ -285,6 +285,15 @@ pub fn install(
     codex_home: &Path,
     warden_exe: &Path,
 ) -> Result<Installed> {
+    // The project named must be there: a mistyped --path would otherwise grow a stray
+    // `.claude/` where no harness looks. (Codex's home is made when missing, as Codex
+    // makes it.)
+    if harness == Harness::Claude && !dir.is_dir() {
+        return Err(Failure::usage(format!(
+            "{} is not a directory; give --path a project directory that exists",
+            dir.display()
+        )));
+    }
     let file = match harness {
         Harness::Claude => dir.join(".claude").join("settings.local.json"),
         Harness::Codex => codex_home.join("hooks.json"),

@@ -455,6 +455,14 @@ fn hooks_install_keeps_what_is_there_and_adds_once() {
     let o = ws.run_env(&["hooks", "install", "codex"], &[("CODEX_HOME", home_s)]);
     assert_eq!(code(&o), 0, "{}", describe(&["hooks", "install"], &o));
     assert!(text(&o.stdout).contains("trust"), "{}", text(&o.stdout));
+    // A mistyped --path is refused, and nothing is made there.
+    let o = ws.expect(&["hooks", "install", "claude", "--path", "no-such-dir"], 2);
+    assert!(
+        err_line(&o).contains("give --path a project directory that exists"),
+        "{}",
+        err_line(&o)
+    );
+    assert!(!ws.root.join("no-such-dir").exists());
     ws.ok(&["hooks", "install", "claude"]);
     let o = ws.run_env(&["hooks", "install", "codex"], &[("CODEX_HOME", home_s)]);
     assert!(

@@ -573,7 +573,9 @@ impl App {
             return;
         }
         let grace = std::time::Duration::from_secs(self.eng.config.limits.kill_after_s);
-        let groups = warden_runner::check::stop_session_remains(session, grace);
+        let root = self.ws().root.display().to_string();
+        let groups =
+            warden_runner::check::stop_session_remains(session, std::path::Path::new(&root), grace);
         if !groups.is_empty() {
             warden_runner::session::note(
                 &self.ws().output_log(id),

@@ -1727,7 +1727,7 @@ fi
 #[test]
 fn an_approve_whose_record_did_not_land_is_not_contradicted() {
     let p = Project::new("process");
-    script_agent(&p, "", &[("busy_timeout_ms", "busy_timeout_ms = 200")]);
+    script_agent(&p, "", "", &[("busy_timeout_ms", "busy_timeout_ms = 200")]);
     p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
     assert_eq!(p.until_idle(), 6);
     assert_eq!(p.task("r")["status"], "reviewing");
@@ -1783,10 +1783,10 @@ fn an_approve_whose_record_did_not_land_is_not_contradicted() {
     p.ok(&["check"]);
 }
 
-/// Makes the project's agent a script: the worker writes z.txt and hands off; the
-/// reviewer runs `reviewer_also` (in the task's worktree) and passes. Each `(prefix,
-/// line)` replaces the config line that starts with `prefix`.
-fn script_agent(p: &Project, reviewer_also: &str, config: &[(&str, &str)]) {
+/// Makes the project's agent a script: the worker writes z.txt, hands off and then
+/// runs `worker_then`; the reviewer runs `reviewer_also` (in the task's worktree) and
+/// passes. Each `(prefix, line)` replaces the config line that starts with `prefix`.
+fn script_agent(p: &Project, worker_then: &str, reviewer_also: &str, config: &[(&str, &str)]) {
     let script = p.root.join("agent.sh");
     std::fs::write(
         &script,
@@ -1796,6 +1796,7 @@ if [ "$WARDEN_ROLE" = worker ]; then
   echo z > z.txt
   printf '\n## Handoff\nWrote z.txt.\n' >> "$WARDEN_TASK_FILE"
   "$W" task complete
+  {worker_then}
 else
   {reviewer_also}
   printf '\n## Review\nPASS\n' >> "$WARDEN_TASK_FILE"
@@ -1830,7 +1831,7 @@ fi
 #[test]
 fn an_approve_names_a_way_on_from_what_blocks_its_merge() {
     let p = Project::new("process");
-    script_agent(&p, "echo reviewer >> z.txt", &[]);
+    script_agent(&p, "", "echo reviewer >> z.txt", &[]);
     p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
     assert_eq!(p.until_idle(), 6);
     assert_eq!(p.task("r")["status"], "reviewing");
@@ -2176,7 +2177,7 @@ fn a_session_that_vanished_after_it_started_is_charged(mode: &str) {
     // Nothing of it runs on: its program outlived the tmux server (the pane's script
     // traps HUP), and a respawn would have put a second one beside it.
     assert_eq!(
-        warden_runner::check::session_groups(&sid),
+        warden_runner::check::session_groups(&sid, &std::fs::canonicalize(&p.root).unwrap()),
         Vec::<u32>::new(),
         "the session's processes were stopped before it was reported gone"
     );
@@ -2212,7 +2213,24 @@ fn a_detached_process_ends_with_its_session(mode: &str) {
         f = pid_file.display()
     );
     p.ok(&["task", "create", "s", "--work", &work]);
+    // Another project's agent with the same session id (ids repeat across projects) is
+    // not this session's: it runs on.
+    let mut bystander = Command::new("setsid")
+        .args(["sleep", "300"])
+        .env("WARDEN_SESSION", "s-worker-1")
+        .env("WARDEN_DIR", "/elsewhere/another-project")
+        .spawn()
+        .unwrap();
     run_until_done(&p, "s");
+    let survived = bystander.try_wait().unwrap().is_none();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    assert!(survived, "another project's session was stopped");
+    let sessions = p.task("s")["session"].clone();
+    assert!(
+        p.ok(&["--json", "history", "s"]).contains("\"s-worker-1\""),
+        "the session id the bystander shares: {sessions}"
+    );
     let pid: u32 = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
@@ -2238,4 +2256,30 @@ fn a_detached_process_ends_with_its_process_session() {
 #[test]
 fn a_detached_process_ends_with_its_tmux_session() {
     a_detached_process_ends_with_its_session("tmux");
+}
+
+/// A worker that goes on after its hand-off (its `handoff_grace_s`) is shown running
+/// beside the reviewer that started: `warden status` names it finishing. Before, the
+/// views showed only the reviewer while the worker still ran in the worktree.
+#[test]
+fn a_worker_in_its_grace_after_the_hand_off_is_shown_finishing() {
+    let p = Project::new("process");
+    let go = p.root.join("go");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    script_agent(&p, &wait, &wait, &[]);
+    p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
+    let _run = p.background(p.cmd(&["run"]));
+    let v = p.json_until(&["status"], "the worker shown finishing", |v| {
+        v["running"][0]["role"] == "reviewer" && v["running"][0]["finishing"][0] == "r-worker-1"
+    });
+    assert_eq!(v["running"][0]["session"], "r-reviewer-2", "{v:#}");
+    let human = String::from_utf8_lossy(&p.run(&["status"]).stdout).into_owned();
+    assert!(
+        human.contains("reviewer session") && human.contains("and session r-worker-1 finishing"),
+        "{human}"
+    );
+    std::fs::write(&go, "").unwrap();
+    p.json_until(&["task", "show", "r"], "the review done", |t| {
+        t["status"] == "reviewing"
+    });
 }

@@ -530,11 +530,14 @@ fn stop_check(note: &Path, grace: Duration, which: impl Fn(bool) -> bool) -> Opt
 }
 
 /// The process groups (not this process's own) of every process that carries
-/// `WARDEN_SESSION=<session>` in its environment: what is left of a session whose tmux
-/// pane or server is gone (its program does not die with the pane: the pane's script
-/// traps HUP, and an agent's children go on). Read from `/proc`, for this rare case.
-pub fn session_groups(session: &str) -> Vec<u32> {
+/// `WARDEN_SESSION=<session>` and `WARDEN_DIR=<root>` in its environment: what is left
+/// of a session that ended (an agent's detached children; a program whose tmux pane or
+/// server is gone). Both: session ids (`TASK-ROLE-N`) repeat across projects, and
+/// another project's agent on this machine is not this session's. Read from `/proc`.
+pub fn session_groups(session: &str, root: &Path) -> Vec<u32> {
     let needle = format!("WARDEN_SESSION={session}");
+    let mut dir_needle = b"WARDEN_DIR=".to_vec();
+    dir_needle.extend_from_slice(root.as_os_str().as_encoded_bytes());
     let own = rustix::process::getpgrp().as_raw_nonzero().get() as u32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -542,8 +545,15 @@ pub fn session_groups(session: &str) -> Vec<u32> {
     let mut groups: Vec<u32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                let mut vars = env.split(|b| *b == 0);
+                let (mut session, mut project) = (false, false);
+                for kv in &mut vars {
+                    session |= kv == needle.as_bytes();
+                    project |= kv == dir_needle.as_slice();
+                }
+                session && project
+            })
         })
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -561,10 +571,11 @@ pub fn session_groups(session: &str) -> Vec<u32> {
     groups
 }
 
-/// Stops what is left of session `session` (see [`session_groups`]): TERM to each of its
-/// groups, then KILL to any still there after `grace`. Returns the groups it signalled.
-pub fn stop_session_remains(session: &str, grace: Duration) -> Vec<u32> {
-    let groups = session_groups(session);
+/// Stops what is left of session `session` of the project at `root` (see
+/// [`session_groups`]): TERM to each of its groups, then KILL to any still there after
+/// `grace`. Returns the groups it signalled.
+pub fn stop_session_remains(session: &str, root: &Path, grace: Duration) -> Vec<u32> {
+    let groups = session_groups(session, root);
     for &g in &groups {
         term_group(g);
     }

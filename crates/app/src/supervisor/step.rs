@@ -186,7 +186,12 @@ impl Step<'_> {
                 let mut remains = Vec::new();
                 if pane.is_none() && self.opts.mode == super::Mode::Tmux {
                     let grace = Duration::from_secs(self.eng().config.limits.kill_after_s);
-                    remains = warden_runner::check::stop_session_remains(session, grace);
+                    let root = self.eng().ws.root.display().to_string();
+                    remains = warden_runner::check::stop_session_remains(
+                        session,
+                        Path::new(&root),
+                        grace,
+                    );
                 }
                 let code = recorded
                     .or(pane.as_ref().and_then(|p| p.dead_status))

@@ -91,6 +91,10 @@ pub struct Running {
     /// When the session started, else when the task entered its status.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<Timestamp>,
+    /// Sessions of an earlier step still running: a worker in its `handoff_grace_s`
+    /// after its hand-off, or one being stopped (a cancel, a move by a person).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub finishing: Vec<String>,
 }
 
 /// A supervisor (`warden run`) seen from here.
@@ -387,7 +391,12 @@ fn running_of(t: &Task, check_note: &Path) -> Option<Running> {
         }
     });
     let session = t.live_session().map(str::to_owned).filter(|_| !t.is_dead());
-    if phase.is_none() && session.is_none() {
+    let finishing: Vec<String> = t
+        .open_sessions()
+        .filter(|r| Some(r.id.as_str()) != t.live_session())
+        .map(|r| r.id.clone())
+        .collect();
+    if phase.is_none() && session.is_none() && finishing.is_empty() {
         return None;
     }
     let record = session
@@ -401,6 +410,7 @@ fn running_of(t: &Task, check_note: &Path) -> Option<Running> {
         role: record.map(|r| r.role),
         since: record.and_then(|r| r.started_at).or(Some(t.entered_at())),
         session,
+        finishing,
     })
 }
 

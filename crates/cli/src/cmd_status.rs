@@ -110,10 +110,17 @@ pub fn render(v: &StatusView, now: Timestamp) -> String {
     } else {
         s.push_str(&format!("Running ({}):\n", v.running.len()));
         for r in &v.running {
+            let finishing = r.finishing.join(", ");
             let what = match (&r.role, &r.phase) {
                 (Some(role), _) => format!("{role} session"),
                 (None, Some(ph)) => format!("{ph} phase"),
+                (None, None) if !r.finishing.is_empty() => format!("session {finishing} finishing"),
                 (None, None) => "session".to_owned(),
+            };
+            let what = if r.finishing.is_empty() || (r.role.is_none() && r.phase.is_none()) {
+                what
+            } else {
+                format!("{what}, and session {finishing} finishing")
             };
             let since = r
                 .since

@@ -2258,24 +2258,24 @@ fn a_detached_process_ends_with_its_tmux_session() {
     a_detached_process_ends_with_its_session("tmux");
 }
 
-/// A worker that goes on after its hand-off (its `handoff_grace_s`) is shown running
-/// beside the reviewer that started: `warden status` names it finishing. Before, the
-/// views showed only the reviewer while the worker still ran in the worktree.
+/// A worker that goes on after its hand-off (its `handoff_grace_s`; the reviewer starts
+/// once it ends) is shown running: `warden status` names its session finishing. Before,
+/// the task was shown running nothing while the worker still ran in the worktree.
 #[test]
 fn a_worker_in_its_grace_after_the_hand_off_is_shown_finishing() {
     let p = Project::new("process");
     let go = p.root.join("go");
     let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    script_agent(&p, &wait, &wait, &[]);
+    script_agent(&p, &wait, "", &[]);
     p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
     let _run = p.background(p.cmd(&["run"]));
     let v = p.json_until(&["status"], "the worker shown finishing", |v| {
-        v["running"][0]["role"] == "reviewer" && v["running"][0]["finishing"][0] == "r-worker-1"
+        v["running"][0]["finishing"][0] == "r-worker-1"
     });
-    assert_eq!(v["running"][0]["session"], "r-reviewer-2", "{v:#}");
+    assert_eq!(v["running"][0]["status"], "agent-review", "{v:#}");
     let human = String::from_utf8_lossy(&p.run(&["status"]).stdout).into_owned();
     assert!(
-        human.contains("reviewer session") && human.contains("and session r-worker-1 finishing"),
+        human.contains("r  agent-review  session r-worker-1 finishing"),
         "{human}"
     );
     std::fs::write(&go, "").unwrap();

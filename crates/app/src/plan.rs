@@ -142,30 +142,30 @@ impl App {
                     ));
                 }
             }
+            // Each task's own problems (an empty title, a status not taken) are listed
+            // with the plan's: one round of fixes, not one per kind.
             let mut changes = Vec::new();
-            if problems.is_empty() {
-                for n in &plan.tasks {
-                    let spec = n.to_spec(&self.eng.config.limits);
-                    let cancelled = match n.status {
-                        None => false,
-                        Some(Status::Cancelled) => true,
-                        Some(s) => {
-                            problems.push(format!(
-                                "task {}: status {s} is not imported; a task starts pending, done with passes: true, stuck with attempts at max_attempts (only status: cancelled is taken)",
-                                n.id
-                            ));
-                            continue;
-                        }
-                    };
-                    let initial = Initial {
-                        passes: n.passes.unwrap_or(false),
-                        attempts: n.attempts.unwrap_or(0),
-                        cancelled,
-                    };
-                    match ops::create(spec, initial, &self.ctx(source)) {
-                        Ok(c) => changes.push(c),
-                        Err(e) => problems.push(e.to_string()),
+            for n in &plan.tasks {
+                let spec = n.to_spec(&self.eng.config.limits);
+                let cancelled = match n.status {
+                    None => false,
+                    Some(Status::Cancelled) => true,
+                    Some(s) => {
+                        problems.push(format!(
+                            "task {}: status {s} is not imported; a task starts pending, done with passes: true, stuck with attempts at max_attempts (only status: cancelled is taken)",
+                            n.id
+                        ));
+                        continue;
                     }
+                };
+                let initial = Initial {
+                    passes: n.passes.unwrap_or(false),
+                    attempts: n.attempts.unwrap_or(0),
+                    cancelled,
+                };
+                match ops::create(spec, initial, &self.ctx(source)) {
+                    Ok(c) => changes.push(c),
+                    Err(e) => problems.push(e.to_string()),
                 }
             }
             let batch = Batch {

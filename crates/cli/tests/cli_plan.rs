@@ -394,6 +394,16 @@ fn a_cancelled_task_survives_export_and_import_and_other_statuses_are_refused() 
         err_line(&o),
         "refused: - was not imported (1 problem): task y: status done is not imported; a task starts pending, done with passes: true, stuck with attempts at max_attempts (only status: cancelled is taken)"
     );
+    // A task's own problem is listed with the plan's, not after they are fixed.
+    let o = c.run_stdin(
+        &["plan", "import", "-"],
+        r#"{"tasks":[{"id":"y","title":""},{"id":"z","depends_on":["nope"]}]}"#,
+    );
+    assert_eq!(crate::common::code(&o), 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: - was not imported (2 problems): task z depends on unknown task nope; add a task nope or remove it from depends_on; task y: the title is empty; give a title or leave it out to use the id"
+    );
     let o = c.run_stdin(
         &["plan", "import", "-"],
         r#"{"tasks":[{"id":"y","status":"cancelled","passes":true}]}"#,

@@ -527,6 +527,15 @@ fn an_agent_session_may_change_only_its_own_task_as_its_role_says() {
         &reviewer,
         "a reviewer may move its task only to reviewing, working, stuck, not agent-review; a person decides everything else",
     );
+    // The PASS written while the worker worked is not this round's verdict.
+    let o = ws.run_env(&["task", "update", "--status", "reviewing"], &reviewer);
+    assert_eq!(code(&o), 1, "{}", describe(&["task", "update"], &o));
+    assert!(
+        err_line(&o).contains("the one there was written before this review round began"),
+        "{}",
+        err_line(&o)
+    );
+    ws.review("a", "PASS");
     let o = ws.run_env(&["task", "update", "--status", "reviewing"], &reviewer);
     assert_eq!(code(&o), 0, "{}", describe(&["task", "update"], &o));
     assert_eq!(ws.status("a"), "reviewing");

@@ -163,7 +163,7 @@ pub enum Refusal {
     },
     /// A review transition with only a `## Review` an earlier round wrote.
     #[error(
-        "{from} → {to} needs a new \"## Review\" in {file}: the one there was judged already, in an earlier round; the reviewer appends one with this round's verdict"
+        "{from} → {to} needs a new \"## Review\" in {file}: the one there was written before this review round began; the reviewer appends one with this round's verdict"
     )]
     StaleVerdict {
         /// Current status.

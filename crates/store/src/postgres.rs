@@ -176,6 +176,26 @@ const MIGRATIONS: &[Migration] = &[
     CREATE TRIGGER dependents_rows AFTER INSERT OR DELETE OR UPDATE OF deps ON tasks
         FOR EACH ROW EXECUTE FUNCTION warden_dependents();",
     ),
+    // 8: new rows counted once per statement. A row trigger added 1 to the same tally
+    // row for every task a plan import created, each a new version of that row in one
+    // transaction, and each update walked the versions before it: 100,000 tasks took
+    // minutes, growing with the square of the count.
+    Migration::Sql(
+        "DROP TRIGGER tally_rows ON tasks;
+    CREATE TRIGGER tally_rows AFTER DELETE ON tasks
+        FOR EACH ROW EXECUTE FUNCTION warden_tally();
+    CREATE FUNCTION warden_tally_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO tally (parent, status, passes, n)
+            SELECT coalesce(parent, ''), status, passes, count(*) FROM new_rows
+            GROUP BY 1, 2, 3
+            ON CONFLICT (parent, status, passes) DO UPDATE SET n = tally.n + EXCLUDED.n;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER tally_inserted AFTER INSERT ON tasks
+        REFERENCING NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION warden_tally_inserted();",
+    ),
 ];
 
 /// Where [`Migration::Heads`] sits: a refold after it writes the head columns too.

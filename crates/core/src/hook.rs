@@ -79,6 +79,11 @@ pub fn stop(input: &StopInput<'_>) -> StopAnswer {
         ),
         _ => return StopAnswer::Allow,
     };
+    // What the agent wrote is there but unreadable: say what to close.
+    let ask = match &input.artifacts.hidden {
+        Some(detail) => format!("{ask}\n(In {file}: {detail}.)"),
+        None => ask,
+    };
     if input.blocks >= input.max_blocks {
         return StopAnswer::GiveUp;
     }

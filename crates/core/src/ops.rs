@@ -161,6 +161,19 @@ pub enum Refusal {
         /// TASK.md path.
         file: String,
     },
+    /// A gated transition while TASK.md has a gated heading swallowed by an open code
+    /// fence or HTML comment (see `Artifacts::hidden`).
+    #[error("{from} → {to} cannot read {file}: {detail}, then run this again")]
+    Swallowed {
+        /// Old status.
+        from: Status,
+        /// New status.
+        to: Status,
+        /// TASK.md path.
+        file: String,
+        /// Which line, and what to close.
+        detail: String,
+    },
     /// A review transition with only a `## Review` an earlier round wrote.
     #[error(
         "{from} → {to} needs a new \"## Review\" in {file}: the one there was written before this review round began; the reviewer appends one with this round's verdict"
@@ -606,6 +619,16 @@ pub fn check_transition(
             })
         }
     };
+    if let (Some(_), Some(detail)) = (wf.gate(from, to), &given.hidden)
+        && wf.gate(from, to) != Some(Gate::Guard)
+    {
+        return Err(Refusal::Swallowed {
+            from,
+            to,
+            file: file(),
+            detail: detail.clone(),
+        });
+    }
     let mut needs = Needs {
         merge_ri: to == Status::Done,
         ..Needs::default()

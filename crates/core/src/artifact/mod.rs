@@ -108,12 +108,25 @@ impl<'a> TaskDoc<'a> {
     /// The gate evidence of this document.
     pub fn artifacts(&self) -> Artifacts {
         let review = self.section(REVIEW);
-        Artifacts {
+        let mut out = Artifacts {
             handoff: self.evidence(HANDOFF),
             review: self.evidence(REVIEW),
             verdict: review.and_then(|s| verdict(self.content(s))),
             errors: self.errors.clone(),
+            hidden: None,
+        };
+        if let Some((line, name, opened, what)) = swallowed_heading(self.text, self.body_offset) {
+            if same_name(&name, REVIEW) {
+                out.review = None;
+                out.verdict = None;
+            } else {
+                out.handoff = None;
+            }
+            out.hidden = Some(format!(
+                "line {line} \"## {name}\" is not a section: the {what} opened on line {opened} is never closed, so everything after it is its text; close it"
+            ));
         }
+        out
     }
 
     fn evidence(&self, name: &str) -> Option<Evidence> {
@@ -183,6 +196,79 @@ pub struct Artifacts {
     pub verdict: Option<Verdict>,
     /// Problems found while parsing (they do not hide the sections).
     pub errors: Vec<ParseError>,
+    /// A `## Handoff` or `## Review` line that a code fence or an HTML comment left open
+    /// above it makes text: what to close. The gates refuse while it is there (the
+    /// section that would count is not the one its writer meant), and its section's
+    /// evidence is none.
+    pub hidden: Option<String>,
+}
+
+/// A `## Handoff` or `## Review` line at the start of a line after a code fence or an
+/// HTML comment that is still open at the end of the document (a top-level scan, as
+/// [`atx_headings_by_lines`] does): its line, its name, the opening line, and what is
+/// open. An agent that leaves one open would otherwise have the next round's section
+/// read as the text of its own: a worker's "PASS" swallowing the reviewer's "FAIL".
+fn swallowed_heading(
+    text: &str,
+    body_offset: usize,
+) -> Option<(usize, String, usize, &'static str)> {
+    let body = text.get(body_offset..)?;
+    let first_line = text[..body_offset].matches('\n').count() + 1;
+    let mut open: Option<(usize, &'static str, u8, usize)> = None;
+    let mut found = None;
+    for (i, line) in body.split('\n').enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let bytes = line.as_bytes();
+        match open {
+            Some((_, "code fence", ch, len)) => {
+                if is_closing_fence(bytes, ch, len) {
+                    open = None;
+                    found = None;
+                } else if found.is_none()
+                    && let Some(name) = gated_heading(line)
+                {
+                    found = Some((i, name));
+                }
+            }
+            Some(_) => {
+                if line.contains("-->") {
+                    open = None;
+                    found = None;
+                } else if found.is_none()
+                    && let Some(name) = gated_heading(line)
+                {
+                    found = Some((i, name));
+                }
+            }
+            None => match bytes.first() {
+                Some(&ch @ (b'`' | b'~')) => {
+                    if let Some(len) = opening_fence(bytes, ch) {
+                        open = Some((i, "code fence", ch, len));
+                    }
+                }
+                Some(b'<') if line.starts_with("<!--") && !line[4..].contains("-->") => {
+                    open = Some((i, "HTML comment", 0, 0));
+                }
+                _ => {}
+            },
+        }
+    }
+    let (opened, what, _, _) = open?;
+    let (at, name) = found?;
+    Some((first_line + at, name, first_line + opened, what))
+}
+
+/// The name of a `## Handoff` or `## Review` heading line at column 0.
+fn gated_heading(line: &str) -> Option<String> {
+    let rest = line.strip_prefix("##")?;
+    if !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let name = heading_text(line);
+    [HANDOFF, REVIEW]
+        .iter()
+        .any(|n| same_name(&name, n))
+        .then_some(name)
 }
 
 /// Parses `text` and extracts the gate evidence.

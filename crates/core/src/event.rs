@@ -189,6 +189,10 @@ pub enum EventKind {
         /// A heal session for this failed phase (its end is not a crash).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         heal: Option<Phase>,
+        /// A reviewer's start: a `## Review` already in the task file, which the
+        /// reviewer did not write (the worker wrote it after its hand-off): judged here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prior_review: Option<EvidenceRef>,
     },
     /// `session.stopped`: Warden asked a session to stop (TERM to its process group, or
     /// tmux `kill-session`): the worker after its hand-off grace, or any session whose
@@ -386,11 +390,13 @@ impl EventKind {
                 session,
                 role,
                 heal: None,
+                ..
             } => Some(format!("{role} {session}")),
             EventKind::AgentSpawned {
                 session,
                 role,
                 heal: Some(p),
+                ..
             } => Some(format!("{role} {session}, to heal the failed {p}")),
             EventKind::SessionStopped { session, reason } => {
                 Some(format!("session {session}: {reason}"))
@@ -558,7 +564,9 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             session,
             role,
             heal,
+            prior_review,
         } => {
+            judge(r, prior_review.as_ref());
             r.sessions.push(SessionRecord {
                 id: session.clone(),
                 role: *role,

@@ -1011,6 +1011,20 @@ pub fn spawned(
     heal: Option<Phase>,
     ctx: &Ctx<'_>,
 ) -> Result<Change, Refusal> {
+    spawned_over(task, session, role, heal, None, ctx)
+}
+
+/// [`spawned`] with the task file as it is when the session starts: a reviewer's start
+/// judges a `## Review` already there (a worker that wrote one after its hand-off, in
+/// its grace, does not pass its own review).
+pub fn spawned_over(
+    task: &Task,
+    session: &str,
+    role: Role,
+    heal: Option<Phase>,
+    artifacts: Option<&Artifacts>,
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
     ensure_active(task)?;
     let fits = match role {
         Role::Worker => matches!(
@@ -1033,6 +1047,9 @@ pub fn spawned(
             session: session.to_owned(),
             role,
             heal,
+            prior_review: artifacts
+                .filter(|_| role == Role::Reviewer)
+                .and_then(|a| task.fresh(a).review.as_ref().map(evidence_ref)),
         }],
         ctx,
         Outcome::Applied,

@@ -506,6 +506,19 @@ pub fn react_spawn(
     late_commit: Option<(PhaseStatus, Option<String>)>,
     ctx: &Ctx<'_>,
 ) -> Result<Change, Refusal> {
+    react_spawn_over(t, session, role, heal, late_commit, None, ctx)
+}
+
+/// [`react_spawn`] with the task file as the session starts (see [`ops::spawned_over`]).
+pub fn react_spawn_over(
+    t: &Task,
+    session: &str,
+    role: Role,
+    heal: Option<Phase>,
+    late_commit: Option<(PhaseStatus, Option<String>)>,
+    artifacts: Option<&crate::artifact::Artifacts>,
+    ctx: &Ctx<'_>,
+) -> Result<Change, Refusal> {
     let mut kinds = Vec::new();
     if let Some((status, detail)) = late_commit {
         kinds.push(EventKind::PhaseChanged {
@@ -526,7 +539,7 @@ pub fn react_spawn(
             detail: None,
         });
     }
-    ops::spawned(t, session, role, heal, ctx)?.prepend(kinds, ctx)
+    ops::spawned_over(t, session, role, heal, artifacts, ctx)?.prepend(kinds, ctx)
 }
 
 /// `StartSession`, when the session could not start: `session.failed` (the task is

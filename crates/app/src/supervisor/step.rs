@@ -399,7 +399,7 @@ impl Step<'_> {
                 .then(|| SessionFiles::of(&eng.ws, id, &session_id).started),
             stop_file: Some(SessionFiles::of(&eng.ws, id, &session_id).stop),
         };
-        let recorded = self.write(id, |t, _| {
+        let recorded = self.write(id, |t, doc| {
             // At most one live session per task: never start one beside another.
             if let Some(open) = t.open_sessions().next() {
                 return Err(Failure::conflict(format!(
@@ -409,12 +409,13 @@ impl Step<'_> {
                 ))
                 .into());
             }
-            Ok(Decision::retryable(schedule::react_spawn(
+            Ok(Decision::retryable(schedule::react_spawn_over(
                 t,
                 &session_id,
                 role,
                 heal,
                 late_commit.clone(),
+                Some(&doc.artifacts),
                 &eng.ctx(&shown),
             )?))
         })?;

@@ -180,6 +180,14 @@ pub fn run(g: &Global, a: DemoArgs) -> Result<(), Failure> {
     let exe = std::env::current_exe().map_err(|e| Failure::internal(e.to_string()))?;
     let (root, temp) = match a.keep {
         Some(d) => {
+            // The demo makes a repository of its own there: never inside a person's
+            // project (it would commit to their branch and rewrite their config).
+            if std::fs::read_dir(&d).is_ok_and(|mut e| e.next().is_some()) {
+                return Err(Failure::usage(format!(
+                    "{} is not empty; give --keep a new or empty directory",
+                    d.display()
+                )));
+            }
             std::fs::create_dir_all(&d).map_err(|e| Failure::usage(e.to_string()))?;
             (d, false)
         }

@@ -182,6 +182,27 @@ fn main() -> ExitCode {
 /// advises to pass after `--` (where Warden cannot take it), is named as what it is.
 fn usage_error(e: clap::Error) -> u8 {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let json = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand && json {
+        // `warden --json task`: the help a person would read is no answer for a script.
+        let text = e.render().to_string();
+        let command = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Usage: "))
+            .and_then(|u| u.split(" [").next())
+            .and_then(|u| u.split(" <").next())
+            .unwrap_or("warden")
+            .to_owned();
+        return out::failure(
+            &Failure::usage(format!(
+                "{command} needs a subcommand; see `{command} --help`"
+            )),
+            true,
+        );
+    }
     if matches!(
         e.kind(),
         ErrorKind::DisplayHelp
@@ -190,23 +211,30 @@ fn usage_error(e: clap::Error) -> u8 {
     ) {
         e.exit();
     }
-    let json = std::env::args_os()
-        .skip(1)
-        .take_while(|a| a != "--")
-        .any(|a| a == "--json");
-    let negative = match (e.kind(), e.get(ContextKind::InvalidArg)) {
-        (ErrorKind::UnknownArgument, Some(ContextValue::String(a)))
-            if a.len() > 1 && a[1..].parse::<f64>().is_ok() && a.starts_with('-') =>
-        {
-            Some(a.clone())
-        }
+    // A value that starts with `-` after an option is taken for an option: a negative
+    // number after a count, or a text (`--title -5`), which `--title=-5` gives.
+    let args: Vec<String> = std::env::args().collect();
+    let dashed = match (e.kind(), e.get(ContextKind::InvalidArg)) {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(a))) => args
+            .iter()
+            .position(|x| x == a)
+            .and_then(|i| i.checked_sub(1))
+            .map(|i| args[i].clone())
+            .filter(|prev| prev.starts_with("--"))
+            .map(|prev| (prev, a.clone())),
         _ => None,
     };
-    if !json && negative.is_none() {
+    if !json && dashed.is_none() {
         e.exit();
     }
-    let message = match negative {
-        Some(n) => format!("{n} is not accepted here: the numbers Warden takes are 0 or more"),
+    const COUNTS: &[&str] = &["--max-attempts", "--tail", "--lines", "--max-parallel"];
+    let message = match dashed {
+        Some((opt, n)) if COUNTS.contains(&opt.as_str()) && n[1..].parse::<f64>().is_ok() => {
+            format!("{opt} {n}: the numbers Warden takes there are 0 or more")
+        }
+        Some((opt, v)) => {
+            format!("{v} after {opt} reads as an option; to give it as the value, write {opt}={v}")
+        }
         None => {
             // clap's text, on one line: the error, then any tip, then where to look.
             let text = e.render().to_string();

@@ -1921,24 +1921,32 @@ fn check_finds_an_index_of_dependents_that_lies() {
 fn usage_errors_follow_json_and_name_a_negative_number() {
     let ws = Workspace::new("usage-json");
     ws.create("t", &[]);
-    let version = ws.version("t");
     for args in [
         &["--json", "task", "frob"][..],
         &["--json", "task", "create"][..],
         &["task", "edit", "t", "--max-attempts", "x", "--json"][..],
+        &["--json", "task"][..],
     ] {
         let o = ws.expect(args, 2);
         let err: serde_json::Value = serde_json::from_slice(&o.stderr)
             .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", text(&o.stderr)));
         assert_eq!(err["error"]["code"], 2, "{err}");
         let m = err["error"]["message"].as_str().unwrap();
-        assert!(!m.contains('\n') && m.ends_with("see `--help`"), "{m}");
+        assert!(!m.contains('\n') && m.ends_with("--help`"), "{m}");
     }
     let o = ws.expect(&["task", "edit", "t", "--max-attempts", "-1"], 2);
     assert_eq!(
         text(&o.stderr).trim_end(),
-        "error: -1 is not accepted here: the numbers Warden takes are 0 or more"
+        "error: --max-attempts -1: the numbers Warden takes there are 0 or more"
     );
+    // A text that starts with `-` is not a number: the way to give it is named.
+    let o = ws.expect(&["task", "edit", "t", "--title", "-5"], 2);
+    assert_eq!(
+        text(&o.stderr).trim_end(),
+        "error: -5 after --title reads as an option; to give it as the value, write --title=-5"
+    );
+    ws.ok(&["task", "edit", "t", "--title=-5"]);
+    let version = ws.version("t");
     let o = ws.expect(&["task", "edit", "t", "--max-attempts", "x"], 2);
     assert!(text(&o.stderr).contains("invalid value 'x'"), "{o:?}");
     ws.ok(&["--json", "task", "--help"]);

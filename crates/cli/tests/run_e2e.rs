@@ -2107,6 +2107,25 @@ fn the_demo_under_json_prints_one_summary() {
             .is_some_and(|l| l.iter().any(|c| c.as_str().unwrap().contains("api"))),
         "{v}"
     );
+    // Never into a person's project: a directory with anything in it is refused, and
+    // nothing in it changes.
+    let mine = Project::new("process");
+    let before = git(&mine.root, &["log", "--oneline"]);
+    let o = mine
+        .cmd(&["demo", "--keep", mine.root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is not empty; give --keep a new or empty directory"),
+        "{err}"
+    );
+    assert_eq!(git(&mine.root, &["log", "--oneline"]), before);
+    assert_eq!(
+        mine.json(&["task", "list"]).as_array().map(Vec::len),
+        Some(0)
+    );
 }
 
 /// A session that started and then vanished without a trace of its end (its host and

@@ -506,6 +506,18 @@ pub(crate) fn owner_host_pid(owner: &str) -> Option<(&str, u32)> {
     }
 }
 
+/// The processes of this host's supervisors of the project, from their announcements
+/// (what stopping a session's remains spares).
+pub(crate) fn local_supervisor_pids(ws: &Workspace) -> Vec<u32> {
+    let here = crate::supervisor::this_host();
+    Presence::read_all(ws)
+        .iter()
+        .filter_map(|p| owner_host_pid(&p.owner))
+        .filter(|(host, _)| *host == here)
+        .map(|(_, pid)| pid)
+        .collect()
+}
+
 /// A supervisor's announcement of itself, `.warden/runners/<pid>.json`, as read back.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Presence {

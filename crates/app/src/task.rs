@@ -574,8 +574,14 @@ impl App {
         }
         let grace = std::time::Duration::from_secs(self.eng.config.limits.kill_after_s);
         let root = self.ws().root.display().to_string();
-        let groups =
-            warden_runner::check::stop_session_remains(session, std::path::Path::new(&root), grace);
+        // This host's supervisors of the project are never a session's remains.
+        let supervisors = crate::status::local_supervisor_pids(self.ws());
+        let groups = warden_runner::check::stop_session_remains_but(
+            session,
+            std::path::Path::new(&root),
+            &supervisors,
+            grace,
+        );
         if !groups.is_empty() {
             warden_runner::session::note(
                 &self.ws().output_log(id),

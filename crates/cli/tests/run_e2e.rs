@@ -2326,3 +2326,33 @@ fn a_review_the_worker_wrote_after_its_hand_off_is_not_the_verdict() {
         p.ok(&["history", "r"])
     );
 }
+
+/// What a session's end stops is only what the session left: not the supervisor, here
+/// started from a shell that carried the session's own variables (before, the end of
+/// the session killed the run that supervised it), and for a session that left nothing
+/// the log says nothing was left.
+#[test]
+fn a_sessions_end_spares_the_supervisor() {
+    let p = Project::new("tmux");
+    p.ok(&["task", "create", "q", "--work", "echo hi > hi.txt"]);
+    let root = std::fs::canonicalize(&p.root).unwrap();
+    let o = Command::new("setsid")
+        .arg(bin())
+        .args(["run", "--until-idle"])
+        .current_dir(&p.root)
+        .env("WARDEN_DIR", &root)
+        .env("WARDEN_SESSION", "q-worker-1")
+        .env_remove("WARDEN_ROLE")
+        .env_remove("WARDEN_TASK_ID")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(p.task("q")["status"], "done");
+    let log = p.ok(&["task", "log", "q"]);
+    assert!(!log.contains("left processes running"), "{log}");
+}

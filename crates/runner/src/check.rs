@@ -575,7 +575,23 @@ pub fn session_groups(session: &str, root: &Path) -> Vec<u32> {
 /// [`session_groups`]): TERM to each of its groups, then KILL to any still there after
 /// `grace`. Returns the groups it signalled.
 pub fn stop_session_remains(session: &str, root: &Path, grace: Duration) -> Vec<u32> {
-    let groups = session_groups(session, root);
+    stop_session_remains_but(session, root, &[], grace)
+}
+
+/// [`stop_session_remains`], sparing the process groups of the processes `spare` (a
+/// supervisor started from a shell that carried the session's variables is no remains
+/// of it).
+pub fn stop_session_remains_but(
+    session: &str,
+    root: &Path,
+    spare: &[u32],
+    grace: Duration,
+) -> Vec<u32> {
+    let spared: Vec<u32> = spare.iter().filter_map(|&pid| group_of(pid)).collect();
+    let groups: Vec<u32> = session_groups(session, root)
+        .into_iter()
+        .filter(|g| !spared.contains(g))
+        .collect();
     for &g in &groups {
         term_group(g);
     }
@@ -591,6 +607,16 @@ pub fn stop_session_remains(session: &str, root: &Path, grace: Duration) -> Vec<
         kill_group(g);
     }
     groups
+}
+
+/// The process group of process `pid`, from `/proc`.
+fn group_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
 }
 
 /// Sends SIGKILL to a whole process group.

@@ -268,7 +268,12 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         tmux_remove(&socket, &name)?;
     }
     let hook = pane_died_hook(&spec)?;
-    let pipe = format!("cat >> {}", shell_word(utf8(&spec.log_path)?));
+    // The pipe is tmux's, not the session's: without its variables, a session's end
+    // does not count it among what the session left running.
+    let pipe = format!(
+        "exec env -u WARDEN_SESSION cat >> {}",
+        shell_word(utf8(&spec.log_path)?)
+    );
     let mut log = append_log(&spec.log_path)?;
     writeln!(log, "{}", header(&spec)).map_err(|source| SessionError::Log {
         path: spec.log_path.clone(),

@@ -36,7 +36,7 @@ pub(crate) fn check_reason(reason: &str) -> Result<()> {
     // breaks and tabs are text.
     if let Some(c) = reason
         .chars()
-        .find(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+        .find(|&c| (c.is_control() && !matches!(c, '\n' | '\r' | '\t')) || is_bidi(c))
     {
         return Err(Failure::usage(format!(
             "the reason contains a control character (U+{:04X}); remove it",
@@ -44,6 +44,12 @@ pub(crate) fn check_reason(reason: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A bidirectional-text control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F): it
+/// reorders what a reader sees after it (a "PASS" shown where "SSAP" is stored).
+pub(crate) fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
 }
 
 /// A reason a reporter gave that must be kept rather than refused (a session's end is
@@ -55,7 +61,7 @@ pub(crate) fn bounded_reason(reason: &str) -> String {
         .chars()
         .take(MAX_REASON_CHARS)
         .map(|c| {
-            if c.is_control() && !matches!(c, '\n' | '\r' | '\t') {
+            if (c.is_control() && !matches!(c, '\n' | '\r' | '\t')) || is_bidi(c) {
                 '\u{FFFD}'
             } else {
                 c

@@ -130,6 +130,11 @@ pub enum HarnessArg {
 /// `warden hooks install`.
 pub fn hooks_cmd(g: &Global, c: HooksCmd) -> Result<(), Failure> {
     let HooksCmd::Install(a) = c;
+    if matches!(a.harness, HarnessArg::Codex) && a.path.is_some() {
+        return Err(Failure::usage(
+            "--path is Claude Code's (its project settings); Codex's hooks live in $CODEX_HOME (default ~/.codex): set CODEX_HOME instead",
+        ));
+    }
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::internal(format!("cannot read the current directory: {e}")))?;
     let dir = a.path.map(|p| cwd.join(p)).unwrap_or(cwd);

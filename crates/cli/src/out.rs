@@ -80,9 +80,11 @@ pub fn status(s: Status) -> String {
 
 /// Text an agent or a reporter wrote, made safe for one line of a person's terminal: a
 /// line break shows as `⏎`, a tab as a space, any other control character (an ESC
-/// that would drive the terminal) in caret notation (`^[`) or as `�`.
+/// that would drive the terminal) in caret notation (`^[`) or as `�`, as is a
+/// bidirectional-text control (which would reorder what follows it).
 pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    let bidi = |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}');
+    if !text.chars().any(|c| c.is_control() || bidi(c)) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -96,7 +98,7 @@ pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
                 out.push('^');
                 out.push(char::from((c as u8) ^ 0x40));
             }
-            c if c.is_control() => out.push('\u{fffd}'),
+            c if c.is_control() || bidi(c) => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }
@@ -109,8 +111,8 @@ mod tests {
     fn one_line_shows_control_characters_without_obeying_them() {
         assert_eq!(super::one_line("plain"), "plain");
         assert_eq!(
-            super::one_line("a\r\nb\tc\u{1b}]0;pwned\u{7}d\u{9b}e"),
-            "a ⏎ b c^[]0;pwned^Gd\u{fffd}e"
+            super::one_line("a\r\nb\tc\u{1b}]0;pwned\u{7}d\u{9b}e\u{202e}f"),
+            "a ⏎ b c^[]0;pwned^Gd\u{fffd}e\u{fffd}f"
         );
     }
 }

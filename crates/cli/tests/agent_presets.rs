@@ -463,6 +463,16 @@ fn hooks_install_keeps_what_is_there_and_adds_once() {
         err_line(&o)
     );
     assert!(!ws.root.join("no-such-dir").exists());
+    let o = ws.run_env(
+        &["hooks", "install", "codex", "--path", "."],
+        &[("CODEX_HOME", home_s)],
+    );
+    assert_eq!(code(&o), 2, "{}", describe(&["hooks", "install"], &o));
+    assert!(
+        err_line(&o).contains("set CODEX_HOME instead"),
+        "{}",
+        err_line(&o)
+    );
     ws.ok(&["hooks", "install", "claude"]);
     let o = ws.run_env(&["hooks", "install", "codex"], &[("CODEX_HOME", home_s)]);
     assert!(

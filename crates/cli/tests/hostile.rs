@@ -311,6 +311,10 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         "the reason contains a control character (U+001B); remove it",
     );
     usage(
+        &[&update[..], &["--reason", "looks fine \u{202e}LIAF"]].concat(),
+        "the reason contains a control character (U+202E); remove it",
+    );
+    usage(
         &["task", "exited", "m", "--session", "a\tb"],
         "the session id holds a control character; use printable characters only",
     );

@@ -186,8 +186,13 @@ fn usage_error(e: clap::Error) -> u8 {
         .skip(1)
         .take_while(|a| a != "--")
         .any(|a| a == "--json");
-    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand && json {
-        // `warden --json task`: the help a person would read is no answer for a script.
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand
+    ) && json
+    {
+        // `warden --json task`: the help a person would read is no answer for a script
+        // (nor clap's list of every subcommand, the hidden ones included).
         let text = e.render().to_string();
         let command = text
             .lines()

@@ -1926,6 +1926,7 @@ fn usage_errors_follow_json_and_name_a_negative_number() {
         &["--json", "task", "create"][..],
         &["task", "edit", "t", "--max-attempts", "x", "--json"][..],
         &["--json", "task"][..],
+        &["--json"][..],
     ] {
         let o = ws.expect(args, 2);
         let err: serde_json::Value = serde_json::from_slice(&o.stderr)
@@ -1949,6 +1950,11 @@ fn usage_errors_follow_json_and_name_a_negative_number() {
     let version = ws.version("t");
     let o = ws.expect(&["task", "edit", "t", "--max-attempts", "x"], 2);
     assert!(text(&o.stderr).contains("invalid value 'x'"), "{o:?}");
+    let o = ws.expect(&["--json"], 2);
+    assert_eq!(
+        text(&o.stderr).trim_end(),
+        r#"{"error":{"code":2,"message":"warden needs a subcommand; see `warden --help`","refused":false}}"#
+    );
     ws.ok(&["--json", "task", "--help"]);
     assert_eq!(ws.version("t"), version);
 }

@@ -587,11 +587,7 @@ impl App {
                 &self.ws().output_log(id),
                 &format!(
                     "--- session {session} ended and left processes running (process group {}): stopped ---",
-                    groups
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    warden_runner::check::group_list(&groups)
                 ),
             );
         }

@@ -609,6 +609,15 @@ pub fn stop_session_remains_but(
     groups
 }
 
+/// Process groups as messages name them: `12, 34`.
+pub fn group_list(groups: &[u32]) -> String {
+    groups
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The process group of process `pid`, from `/proc`.
 fn group_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

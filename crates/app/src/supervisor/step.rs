@@ -208,11 +208,7 @@ impl Step<'_> {
                 } else {
                     format!(
                         "session {session} ended unseen (exit {code}); its pane was gone but its program ran on (process group {}): stopped",
-                        remains
-                            .iter()
-                            .map(u32::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        warden_runner::check::group_list(&remains)
                     )
                 }))
             }

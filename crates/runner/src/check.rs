@@ -533,41 +533,37 @@ fn stop_check(note: &Path, grace: Duration, which: impl Fn(bool) -> bool) -> Opt
 /// `WARDEN_SESSION=<session>` and `WARDEN_DIR=<root>` in its environment: what is left
 /// of a session that ended (an agent's detached children; a program whose tmux pane or
 /// server is gone). Both: session ids (`TASK-ROLE-N`) repeat across projects, and
-/// another project's agent on this machine is not this session's. Read from `/proc`.
+/// another project's agent on this machine is not this session's. A group whose leader
+/// still runs without them is not the session's (a script that started one such
+/// process, the tmux server whose jobs share its group): only a group the session
+/// started, or one whose leader is gone, is. Read from `/proc`.
 pub fn session_groups(session: &str, root: &Path) -> Vec<u32> {
     let needle = format!("WARDEN_SESSION={session}");
     let mut dir_needle = b"WARDEN_DIR=".to_vec();
     dir_needle.extend_from_slice(root.as_os_str().as_encoded_bytes());
+    let carries = |pid: u32| {
+        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+            let (mut session, mut project) = (false, false);
+            for kv in env.split(|b| *b == 0) {
+                session |= kv == needle.as_bytes();
+                project |= kv == dir_needle.as_slice();
+            }
+            session && project
+        })
+    };
     let own = rustix::process::getpgrp().as_raw_nonzero().get() as u32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     let mut groups: Vec<u32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                let mut vars = env.split(|b| *b == 0);
-                let (mut session, mut project) = (false, false);
-                for kv in &mut vars {
-                    session |= kv == needle.as_bytes();
-                    project |= kv == dir_needle.as_slice();
-                }
-                session && project
-            })
-        })
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // After the command name: state, ppid, pgrp.
-            stat[stat.rfind(')')? + 1..]
-                .split_whitespace()
-                .nth(2)?
-                .parse::<u32>()
-                .ok()
-        })
+        .filter(|&pid| carries(pid))
+        .filter_map(group_of)
         .filter(|&g| g != 0 && g != own)
         .collect();
     groups.sort_unstable();
     groups.dedup();
+    groups.retain(|&g| !leads_alive(g) || carries(g));
     groups
 }
 
@@ -618,6 +614,20 @@ pub fn group_list(groups: &[u32]) -> String {
         .join(", ")
 }
 
+/// Whether process `g` runs (not a zombie, whose environment reads empty) and leads
+/// group `g`.
+fn leads_alive(g: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{g}/stat")).is_ok_and(|stat| {
+        let Some(end) = stat.rfind(')') else {
+            return false;
+        };
+        let mut fields = stat[end + 1..].split_whitespace();
+        let state = fields.next();
+        state.is_some_and(|s| s != "Z" && s != "X")
+            && fields.nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(g)
+    })
+}
+
 /// The process group of process `pid`, from `/proc`.
 fn group_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -647,6 +657,63 @@ fn signal_group(pgid: u32, sig: rustix::process::Signal) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group is a session's remains when what leads it carries the session's
+    /// variables, or when its leader is gone; not when a leader without them still runs
+    /// (a script that started one such process; the tmux server, whose hook jobs share
+    /// its group).
+    #[test]
+    fn only_a_group_the_session_leads_or_left_is_its_remains() {
+        use std::os::unix::process::CommandExt;
+        let root = std::env::temp_dir().join(format!("warden-lead-{}", std::process::id()));
+        let r = root.display().to_string();
+        // `sh` stays as each group's leader (a second command keeps it from exec'ing
+        // `sleep`) and waits for its `sleep` to start before it says so.
+        let group = |script: &str, vars: bool| {
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(script).arg("sh").arg(&r).process_group(0);
+            c.stdout(Stdio::piped()).stdin(Stdio::null());
+            if vars {
+                c.env("WARDEN_SESSION", "lead-1").env("WARDEN_DIR", &r);
+            }
+            let mut child = c.spawn().unwrap();
+            let mut line = [0u8; 3];
+            child
+                .stdout
+                .as_mut()
+                .unwrap()
+                .read_exact(&mut line)
+                .unwrap();
+            assert_eq!(&line, b"up\n");
+            child
+        };
+        let child_starts = "env WARDEN_SESSION=lead-1 WARDEN_DIR=\"$1\" sleep 30 & \
+             while ! grep -qs sleep /proc/$!/comm; do sleep 0.01; done; echo up; wait";
+        let mut innocent = group(child_starts, false);
+        let mut own = group(
+            "sleep 30 & while ! grep -qs sleep /proc/$!/comm; do sleep 0.01; done; echo up; wait",
+            true,
+        );
+        let found = session_groups("lead-1", &root);
+        assert_eq!(found, vec![own.id()], "innocent leader {}", innocent.id());
+        // Its leader gone, what the group holds is what was left.
+        let orphan_leader = innocent.id();
+        term_group(own.id());
+        own.wait().unwrap();
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(orphan_leader as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        innocent.wait().unwrap();
+        assert_eq!(session_groups("lead-1", &root), vec![orphan_leader]);
+        kill_group(orphan_leader);
+        let start = Instant::now();
+        while !session_groups("lead-1", &root).is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(10), "still there");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 
     /// A note whose numbers no longer name a check of its holder (the holder died and
     /// the numbers were reused) signals nothing; a live one stops its check.

@@ -602,6 +602,60 @@ fn a_pane_program_does_not_see_wardens_tmux_server() {
     f.wait_log("t1", "tmux=none pane=none");
 }
 
+/// The pane's program is given its session's id; the jobs tmux runs for the session (the
+/// `pane-died` hook's report, the output pipe) are not, so a session's end does not count
+/// them among what the session left running. Before, the hook's report carried the id,
+/// and another report of the same end (the supervisor's sweep) stopped its process group:
+/// the tmux server's, with every other task's pane. Shown while the hook's report is
+/// held running.
+#[test]
+fn the_jobs_tmux_runs_for_a_session_are_not_the_session() {
+    let f = Fixture::new("tmux-jobs");
+    let tmux = Server::new("tmux-jobs");
+    let bin = f.exe.parent().unwrap();
+    let (seen, release) = (bin.join("hook saw"), bin.join("release"));
+    let exe = bin.join("held warden");
+    std::fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"${{WARDEN_SESSION:-none}}\" > {seen}.tmp && mv {seen}.tmp {seen}\n\
+             while [ ! -e {release} ]; do sleep 0.02; done\n",
+            seen = sh_word(&seen),
+            release = sh_word(&release),
+        ),
+    )
+    .unwrap();
+    chmod_x(&exe);
+    let mut spec = f.spec(
+        "t1",
+        "s1",
+        &["sh", "-c", "echo \"pane has ${WARDEN_SESSION:-none}\""],
+    );
+    spec.env.push(("WARDEN_SESSION".into(), "s1".into()));
+    spec.warden_exe = exe;
+    start_tmux(&tmux.0, &spec).unwrap();
+    f.wait_log("t1", "pane has s1");
+    let start = Instant::now();
+    while !seen.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the hook never ran"
+        );
+        // As the supervisor does (see `expect_hook_report`), reporting nothing itself.
+        tmux_sweep(&tmux.0, |_| false).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let groups = warden_runner::check::session_groups("s1", &f.root);
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(groups, Vec::<u32>::new(), "the hook's report is no remains");
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), "none\n");
+}
+
+/// `p` quoted for `sh`.
+fn sh_word(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
 #[test]
 fn tmux_single_word_command_is_not_a_shell_line() {
     let f = Fixture::new("tmux-single");

@@ -48,8 +48,6 @@ pub(crate) fn tmux_command(program: &OsStr, socket: &Path) -> Command {
     let mut c = Command::new(program);
     // `-f /dev/null`: Warden's server never reads the person's ~/.tmux.conf.
     c.arg("-f").arg("/dev/null").arg("-S").arg(socket);
-    // The server's global environment, which every pane inherits, is this client's:
-    // keep the store's secrets out of it.
     // The server's global environment, which every pane would inherit, is the
     // environment of the client that starts it: keep it to what tmux itself needs (its
     // run-shell hooks find `sh` on PATH; the locale tells it the terminal speaks UTF-8).
@@ -234,6 +232,15 @@ const PANE_SCRIPT: &str = "trap : HUP INT TERM; l=$1 m=$2 i=$3 s=$4 k=$5; shift 
     while [ $n -lt 200 ] && ! tail -c 512 \"$l\" 2>/dev/null | grep -qF \"$m\"; do \
     sleep 0.01; n=$((n + 1)); done; exit $c";
 
+/// The variable only the pane's process is given (by `env`, before the pane's script),
+/// not the tmux session: tmux gives a session's environment to every job it runs for the
+/// session too (the `pane-died` hook's report, the output pipe, a window a person opens
+/// in it), and what carries the session's id at its end is what the session left
+/// running. Given to the hook's report, it had the supervisor's own report of the same
+/// end stop the tmux server's process group (the hook's), and with it every other task's
+/// pane.
+pub(crate) const PANE_ONLY_VAR: &str = "WARDEN_SESSION";
+
 /// The text a pane prints after its program's output (see [`PANE_SCRIPT`]).
 fn end_marker(session_id: &str) -> String {
     format!("warden:output-ends:{session_id}")
@@ -268,12 +275,7 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         tmux_remove(&socket, &name)?;
     }
     let hook = pane_died_hook(&spec)?;
-    // The pipe is tmux's, not the session's: without its variables, a session's end
-    // does not count it among what the session left running.
-    let pipe = format!(
-        "exec env -u WARDEN_SESSION cat >> {}",
-        shell_word(utf8(&spec.log_path)?)
-    );
+    let pipe = format!("exec cat >> {}", shell_word(utf8(&spec.log_path)?));
     let mut log = append_log(&spec.log_path)?;
     writeln!(log, "{}", header(&spec)).map_err(|source| SessionError::Log {
         path: spec.log_path.clone(),
@@ -301,8 +303,11 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         args.push("-e".into());
         args.push(tmux_arg(kv));
     };
+    let mut pane_only = OsString::new();
     for (k, v) in spec.inherited_env() {
-        if k != "PATH"
+        if k == PANE_ONLY_VAR {
+            pane_only = v;
+        } else if k != "PATH"
             && k.to_str()
                 .is_some_and(|k| !spec.env.iter().any(|(e, _)| e == k))
         {
@@ -310,15 +315,23 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
         }
     }
     for (k, v) in &spec.env {
-        if k != "PATH" {
+        if k == PANE_ONLY_VAR {
+            pane_only = v.into();
+        } else if k != "PATH" {
             env_arg(k, OsStr::new(v));
         }
     }
     env_arg("PATH", &session_path(&spec));
     // The pane runs a fixed script (see PANE_SCRIPT) with the log, the end marker, the
-    // input file and the file it creates as it starts as its first words and the program as `"$@"`, so nothing of the program
-    // is parsed by a shell.
-    args.extend(["--", "sh", "-c", PANE_SCRIPT, "sh"].map(OsString::from));
+    // input file, the file it creates as it starts and the stop file as its first words
+    // and the program as `"$@"`, so nothing of the program is parsed by a shell.
+    args.push("--".into());
+    if !pane_only.is_empty() {
+        let mut kv = OsString::from(format!("{PANE_ONLY_VAR}="));
+        kv.push(&pane_only);
+        args.extend(["env".into(), tmux_arg(kv)]);
+    }
+    args.extend(["sh", "-c", PANE_SCRIPT, "sh"].map(OsString::from));
     args.push(tmux_arg(&spec.log_path));
     args.push(end_marker(&spec.session_id).into());
     args.push(spec.stdin.as_ref().map_or_else(OsString::new, tmux_arg));

@@ -619,7 +619,7 @@ fn the_jobs_tmux_runs_for_a_session_are_not_the_session() {
         &exe,
         format!(
             "#!/bin/sh\nprintf '%s\\n' \"${{WARDEN_SESSION:-none}}\" > {seen}.tmp && mv {seen}.tmp {seen}\n\
-             while [ ! -e {release} ]; do sleep 0.02; done\n",
+             while [ ! -e {release} ] && [ -e {seen} ]; do sleep 0.02; done\n",
             seen = sh_word(&seen),
             release = sh_word(&release),
         ),

@@ -196,6 +196,17 @@ pub enum ApplyError {
         /// Its live session.
         session: String,
     },
+    /// A node the file removes is a dependency of one it keeps (its dependencies are
+    /// the store's, restored whatever the file says): the kept one would wait for ever.
+    #[error(
+        "task {id} depends on {dependency}, which the plan removes; put {dependency} back in the plan (a plan apply keeps {id}'s dependencies as stored)"
+    )]
+    DependencyRemoved {
+        /// The kept task.
+        id: TaskId,
+        /// The removed task it depends on.
+        dependency: TaskId,
+    },
     /// A node that has passed has a different parent.
     #[error("task {id} has passed and cannot move (parent {} → {}); restore its parent", Opt(.from), Opt(.to))]
     PassedMoved {
@@ -775,8 +786,22 @@ pub fn apply_state_updates<S: StoredTask>(
     }
     runner_changed.sort();
 
-    created.sort();
     removed.sort();
+    // What the file removes must not be waited for by what it keeps (a kept task's
+    // dependencies are the store's, whatever the file says).
+    if !removed.is_empty()
+        && let Some((id, dependency)) = nodes
+            .iter()
+            .flat_map(|n| n.spec.depends_on.iter().map(move |d| (&n.spec.id, d)))
+            .filter(|(_, d)| removed.binary_search(d).is_ok())
+            .min()
+    {
+        return Err(ApplyError::DependencyRemoved {
+            id: id.clone(),
+            dependency: dependency.clone(),
+        });
+    }
+    created.sort();
     edited.sort();
     derived_passes_set.sort();
     tamper.sort();

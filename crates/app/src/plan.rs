@@ -195,8 +195,12 @@ impl App {
 
     /// `plan export`: every task in the import shape, depth-first.
     pub fn plan_export(&self) -> Result<PlanFile> {
+        // Read before the tasks: a change between the two reads makes a later apply
+        // refuse a removal it could have allowed, never the other way round.
+        let as_of = self.eng.store.last_seq()?;
         let tasks = self.tasks()?;
         Ok(PlanFile {
+            as_of_event: Some(as_of),
             tasks: tree::depth_first(&tasks)
                 .into_iter()
                 .map(PlanNode::from_task)
@@ -250,15 +254,16 @@ impl App {
                 PlanInput::File(path) => Some(scope.spawn(move || read_plan_file(path))),
                 PlanInput::Tree(_) => None,
             };
-            let mut nodes = || -> Result<Vec<PlanNode>> {
-                match (parsing.take(), &plan) {
+            let mut nodes = || -> Result<(Vec<PlanNode>, Option<u64>)> {
+                let file = match (parsing.take(), &plan) {
                     (Some(h), _) => match h.join() {
-                        Ok(parsed) => Ok(parsed?.tasks),
+                        Ok(parsed) => parsed?,
                         Err(panic) => std::panic::resume_unwind(panic),
                     },
-                    (None, PlanInput::File(path)) => Ok(read_plan_file(path)?.tasks),
-                    (None, PlanInput::Tree(t)) => Ok(t.tasks.clone()),
-                }
+                    (None, PlanInput::File(path)) => read_plan_file(path)?,
+                    (None, PlanInput::Tree(t)) => t.clone(),
+                };
+                Ok((file.tasks, file.as_of_event))
             };
             let mut summary = None;
             let limits = &self.eng.config.limits;
@@ -272,13 +277,28 @@ impl App {
             self.eng.write_batch_rows(|rows| {
                 // The rows' runner fields and id index while the file is parsed.
                 let read = tree::StoredRows::new(&rows, row);
-                let nodes = nodes()?;
+                let (nodes, as_of) = nodes()?;
                 let prev = read
                     .against(&nodes, limits, warden_store::decode_task)
                     .map_err(warden_store::EngineError::from)?;
                 let update =
                     tree::apply_state_updates(&prev, nodes, &selected, status, guard, limits)
                         .map_err(Failure::from)?;
+                if let Some(as_of) = as_of
+                    && !update.removed.is_empty()
+                {
+                    let (changed, _) = self.eng.store.changed_since(as_of)?;
+                    if let Some(id) = update
+                        .removed
+                        .iter()
+                        .find(|id| changed.binary_search(id).is_ok())
+                    {
+                        return Err(Failure::conflict(format!(
+                            "the plan file removes task {id}, which changed after the file was exported (event {as_of}); export the plan again (warden plan export) and redo the edit"
+                        ))
+                        .into());
+                    }
+                }
                 // The stored tasks the changes are made from, in full and by id.
                 let reads = plan_ops::plan_applied_reads(&update, &selected);
                 let mut before = Vec::with_capacity(reads.len());

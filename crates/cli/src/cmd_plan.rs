@@ -375,12 +375,14 @@ fn apply(g: &Global, app: &App, a: ApplyArgs) -> Result<()> {
         }
     };
     out::line(&format!(
-        "applied {} for {selected}\n  passes set:           {}\n  derived passes set:   {}\n  attempts incremented: {}\n  tamper ignored:       {}",
+        "applied {} for {selected}\n  passes set:           {}\n  derived passes set:   {}\n  attempts incremented: {}\n  tamper ignored:       {}\n  created:              {}\n  removed:              {}",
         a.status,
         list(&summary.passes_set),
         list(&summary.derived_passes_set),
         list(&summary.attempts_incremented),
         list(&summary.tamper_ignored),
+        list(&summary.created),
+        list(&summary.removed),
     ));
     Ok(())
 }

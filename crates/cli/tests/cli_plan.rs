@@ -316,9 +316,10 @@ fn export_round_trips_through_import() {
         "{}",
         crate::common::describe(&["plan", "import"], &o)
     );
+    // The tasks; `as_of_event` is each store's own.
     assert_eq!(
-        export(&b),
-        exported,
+        export(&b)["tasks"],
+        exported["tasks"],
         "export → import → export is the identity"
     );
     assert_eq!(
@@ -376,9 +377,10 @@ fn a_cancelled_task_survives_export_and_import_and_other_statuses_are_refused() 
     ] {
         assert_eq!(b.show(id)["status"], status, "{id}");
     }
+    // The tasks; `as_of_event` is each store's own.
     assert_eq!(
-        export(&b),
-        exported,
+        export(&b)["tasks"],
+        exported["tasks"],
         "export → import → export is the identity"
     );
     b.check_ok();
@@ -826,6 +828,60 @@ fn apply_reconciles_an_edited_tree() {
     assert!(!ws.task_md("y1").exists());
     ws.ok(&["task", "update", "y1", "--status", "working"]);
     assert!(ws.task_md("y1").is_file());
+    ws.check_ok();
+}
+
+/// A file exported before a task was created (or before it changed) does not remove
+/// it: its editor never saw the task as it is. The apply is a conflict (exit 4) that
+/// changes nothing; exported again, the removal goes through and is listed.
+#[test]
+fn a_stale_file_removes_nothing_it_did_not_see() {
+    let ws = Workspace::new("applystale");
+    let plan = r#"{"tasks": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}"#;
+    assert_eq!(crate::common::code(&import(&ws, "plan.json", plan)), 0);
+    let old = write_tree(&ws, "old.json", |_| {});
+    let without_c = write_tree(&ws, "noc.json", |n| n.retain(|t| t["id"] != "c"));
+    let without_b = write_tree(&ws, "nob.json", |n| n.retain(|t| t["id"] != "b"));
+    // A task created and a task started after those files were exported.
+    ws.create("urgent", &[]);
+    ws.to("b", "working");
+    let before = ws.history();
+    for (file, gone) in [(&old, "urgent"), (&without_c, "urgent"), (&without_b, "b")] {
+        let o = ws.expect(
+            &[
+                "plan",
+                "apply",
+                file,
+                "--selected",
+                "a",
+                "--status",
+                "retry",
+            ],
+            4,
+        );
+        let err = crate::common::err_line(&o);
+        assert!(
+            err.contains(&format!(
+                "removes task {gone}, which changed after the file was exported"
+            )) && err.contains("warden plan export"),
+            "{err}"
+        );
+    }
+    assert_eq!(ws.history(), before, "a refused apply writes nothing");
+    // Exported again, the removal goes through and is listed.
+    let fresh = write_tree(&ws, "fresh.json", |n| n.retain(|t| t["id"] != "c"));
+    let v = ws.json(&[
+        "plan",
+        "apply",
+        &fresh,
+        "--selected",
+        "a",
+        "--status",
+        "retry",
+    ]);
+    assert_eq!(v["removed"], json!(["c"]));
+    assert_eq!(v["created"], json!([]));
+    assert_eq!(ws.show("urgent")["status"], "pending");
     ws.check_ok();
 }
 

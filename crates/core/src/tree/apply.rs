@@ -116,6 +116,10 @@ pub struct ApplySummary {
     pub attempts_incremented: Vec<TaskId>,
     /// The ids of tasks with at least one ignored runner-owned value.
     pub tamper_ignored: Vec<TaskId>,
+    /// See [`TreeUpdate::created`].
+    pub created: Vec<TaskId>,
+    /// See [`TreeUpdate::removed`].
+    pub removed: Vec<TaskId>,
 }
 
 impl TreeUpdate {
@@ -128,6 +132,8 @@ impl TreeUpdate {
             derived_passes_set: self.derived_passes_set.clone(),
             attempts_incremented: self.attempts_incremented.clone(),
             tamper_ignored: tamper,
+            created: self.created.clone(),
+            removed: self.removed.clone(),
         }
     }
 }

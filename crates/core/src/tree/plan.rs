@@ -15,6 +15,12 @@ use crate::model::{
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanFile {
+    /// The newest event of the store when `plan export` wrote the file. `plan apply`
+    /// refuses to remove a task that changed after it: whoever edited the file never
+    /// saw that task as it is (one created since, one a session started on). Import
+    /// ignores it; a file without it is not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of_event: Option<u64>,
     /// Every task of the plan, in any order (output is sorted by the reader).
     #[serde(default)]
     pub tasks: Vec<PlanNode>,

@@ -573,6 +573,17 @@ impl App {
             return;
         }
         let grace = std::time::Duration::from_secs(self.eng.config.limits.kill_after_s);
+        // One report of an end at a time: the pane's hook and the supervisor's sweep
+        // both report a tmux session's end, and each found (and noted) the same groups.
+        // The second finds them gone. The lock is the log's own (advisory, so the
+        // pane's output pipe appends on).
+        let log = self.ws().output_log(id);
+        let _one_at_a_time = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&log)
+            .ok()
+            .filter(|f| f.lock().is_ok());
         let root = self.ws().root.display().to_string();
         // This host's supervisors of the project are never a session's remains.
         let supervisors = crate::status::local_supervisor_pids(self.ws());

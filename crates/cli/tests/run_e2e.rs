@@ -2283,6 +2283,47 @@ fn a_detached_process_ends_with_its_tmux_session() {
     a_detached_process_ends_with_its_session("tmux");
 }
 
+/// A tmux session's end is reported twice (the pane's hook and the supervisor's sweep);
+/// what it left running is stopped and noted once. Here the leftover ignores TERM, so
+/// it outlives the first report's TERM for its whole grace: both reports found it, and
+/// the log said so twice. Read once every report of the end has finished.
+#[test]
+fn what_a_session_left_is_noted_once() {
+    let p = Project::new("tmux");
+    let cfg = p.root.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("kill_after_s = 5"), "{text}");
+    std::fs::write(&cfg, text.replace("kill_after_s = 5", "kill_after_s = 2")).unwrap();
+    let work = "setsid sh -c 'trap \"\" TERM; exec sleep 300' </dev/null >/dev/null 2>&1 & sleep 1";
+    p.ok(&["task", "create", "x", "--work", work]);
+    run_until_done(&p, "x");
+    let root = std::fs::canonicalize(&p.root).unwrap();
+    let mut dir_var = b"WARDEN_DIR=".to_vec();
+    dir_var.extend_from_slice(root.as_os_str().as_encoded_bytes());
+    // Every `task exited` of this project has ended (the hook's may outlive the run).
+    let reporting = || {
+        std::fs::read_dir("/proc").unwrap().any(|e| {
+            let pid = e.unwrap().file_name();
+            let cmd =
+                std::fs::read(Path::new("/proc").join(&pid).join("cmdline")).unwrap_or_default();
+            let env =
+                std::fs::read(Path::new("/proc").join(&pid).join("environ")).unwrap_or_default();
+            cmd.windows(7).any(|w| w == b"exited\0")
+                && env.split(|b| *b == 0).any(|kv| kv == dir_var.as_slice())
+        })
+    };
+    let start = Instant::now();
+    while reporting() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "a report never ended"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = p.ok(&["task", "log", "x"]);
+    assert_eq!(log.matches("left processes running").count(), 1, "{log}");
+}
+
 /// A worker that goes on after its hand-off (its `handoff_grace_s`; the reviewer starts
 /// once it ends) is shown running: `warden status` names its session finishing. Before,
 /// the task was shown running nothing while the worker still ran in the worktree.

@@ -592,17 +592,39 @@ pub fn stop_session_remains_but(
         term_group(g);
     }
     let deadline = std::time::Instant::now() + grace;
-    let alive = |g: u32| {
-        rustix::process::Pid::from_raw(g as i32)
-            .is_some_and(|p| rustix::process::test_kill_process_group(p).is_ok())
-    };
-    while groups.iter().any(|&g| alive(g)) && std::time::Instant::now() < deadline {
+    while !groups_running(&groups).is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for &g in groups.iter().filter(|&&g| alive(g)) {
+    for g in groups_running(&groups) {
         kill_group(g);
     }
     groups
+}
+
+/// Which of `groups` still hold a process that runs: a group of zombies nobody reaped
+/// (their parent is gone, or does not wait) has ended. A signal test of the group
+/// counts them, and the stop waited out its whole grace for a process that died at
+/// the TERM.
+fn groups_running(groups: &[u32]) -> Vec<u32> {
+    if groups.is_empty() {
+        return Vec::new();
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return groups.to_vec();
+    };
+    let mut running: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+            let state = fields.next()?;
+            let group = fields.nth(1)?.parse::<u32>().ok()?;
+            (state != "Z" && state != "X" && groups.contains(&group)).then_some(group)
+        })
+        .collect();
+    running.sort_unstable();
+    running.dedup();
+    running
 }
 
 /// Process groups as messages name them: `12, 34`.
@@ -713,6 +735,43 @@ mod tests {
             assert!(start.elapsed() < Duration::from_secs(10), "still there");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// A leftover that dies at the TERM but is not reaped (a zombie: its parent does not
+    /// wait) has ended: the stop returns then, not after its whole grace.
+    #[test]
+    fn a_group_of_zombies_has_ended() {
+        use std::os::unix::process::CommandExt;
+        let root = std::env::temp_dir().join(format!("warden-zombie-{}", std::process::id()));
+        let mut child = Command::new("sleep")
+            .arg("300")
+            .env("WARDEN_SESSION", "zombie-1")
+            .env("WARDEN_DIR", &root)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        // Until its exec has finished, its environment reads empty.
+        let environ = format!("/proc/{}/environ", child.id());
+        while !std::fs::read(&environ)
+            .is_ok_and(|e| e.starts_with(b"WARDEN") || e.windows(8).any(|w| w == b"\0WARDEN_"))
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let start = Instant::now();
+        // Not waited for until the stop returns: the TERM leaves a zombie.
+        let stopped = stop_session_remains("zombie-1", &root, Duration::from_secs(60));
+        let took = start.elapsed();
+        assert_eq!(stopped, vec![child.id()]);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            child.wait().unwrap().signal(),
+            Some(15),
+            "ended by the TERM"
+        );
+        assert!(
+            took < Duration::from_secs(30),
+            "waited out the grace: {took:?}"
+        );
     }
 
     /// A note whose numbers no longer name a check of its holder (the holder died and

@@ -49,7 +49,7 @@ pub(crate) fn check_reason(reason: &str) -> Result<()> {
 /// A bidirectional-text control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F): it
 /// reorders what a reader sees after it (a "PASS" shown where "SSAP" is stored).
 pub(crate) fn is_bidi(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    !c.is_control() && warden_core::model::unprintable(c)
 }
 
 /// A reason a reporter gave that must be kept rather than refused (a session's end is

@@ -115,6 +115,17 @@ pub fn read_plan_file(path: &Path) -> Result<PlanFile> {
     }
 }
 
+/// `task a`, or `tasks a, b, c`, naming at most ten and counting the rest.
+fn some_ids(ids: &[&str]) -> String {
+    const SHOWN: usize = 10;
+    let named = ids[..ids.len().min(SHOWN)].join(", ");
+    match ids.len() {
+        1 => format!("task {named}"),
+        n if n <= SHOWN => format!("tasks {named}"),
+        n => format!("tasks {named} and {} more", n - SHOWN),
+    }
+}
+
 /// Reads a plan given as JSON (MCP), in the export shape.
 pub fn plan_from_json(v: serde_json::Value, what: &str) -> Result<PlanFile> {
     serde_json::from_value(v).map_err(|e| {
@@ -128,19 +139,32 @@ pub fn plan_from_json(v: serde_json::Value, what: &str) -> Result<PlanFile> {
 impl App {
     /// `plan import`: new tasks, all or nothing; every problem is listed.
     pub fn plan_import(&self, plan: &PlanFile, source: &str) -> Result<Imported> {
+        // `{}`, `[]` or a misspelt key import nothing: most likely not what was meant.
+        if plan.tasks.is_empty() {
+            return Err(Failure::refused(format!(
+                "{source} has no tasks; a plan is {{\"tasks\": [{{\"id\": \"…\"}}, …]}} (see `warden plan import --help`)"
+            )));
+        }
         self.eng.write_batch(|prev| {
             let existing: Vec<TaskId> = prev.iter().map(|t| t.id().clone()).collect();
             let mut problems: Vec<String> = match tree::validate_plan(&plan.tasks, &existing) {
                 Ok(()) => Vec::new(),
                 Err(errs) => errs.iter().map(|e| e.to_string()).collect(),
             };
-            for n in &plan.tasks {
-                if existing.binary_search(&n.id).is_ok() {
-                    problems.push(format!(
-                        "task {} already exists; import adds new tasks (change existing ones with `warden plan apply`)",
-                        n.id
-                    ));
-                }
+            // One problem for every task already there, its ids cut short: a plan
+            // imported twice named each of its 5,000 tasks.
+            let there: Vec<&str> = plan
+                .tasks
+                .iter()
+                .filter(|n| existing.binary_search(&n.id).is_ok())
+                .map(|n| n.id.as_str())
+                .collect();
+            if !there.is_empty() {
+                problems.push(format!(
+                    "{} already {}; import adds new tasks (change existing ones with `warden plan apply`)",
+                    some_ids(&there),
+                    if there.len() == 1 { "exists" } else { "exist" }
+                ));
             }
             // Each task's own problems (an empty title, a status not taken) are listed
             // with the plan's: one round of fixes, not one per kind.

@@ -116,6 +116,14 @@ fn invalid_plans_import_nothing() {
     let ws = Workspace::new("badplans");
     ws.create("keep", &[]);
     let cases: &[(&str, &str, &str)] = &[
+        ("no tasks", "{}", "has no tasks; a plan is {\"tasks\""),
+        ("a list", "[]", "has no tasks"),
+        ("an empty list", r#"{"tasks": []}"#, "has no tasks"),
+        (
+            "already there",
+            r#"{"tasks": [{"id": "keep"}, {"id": "ok1"}]}"#,
+            "task keep already exists; import adds new tasks",
+        ),
         (
             "parent cycle",
             r#"{"tasks": [{"id": "a", "parent": "b"}, {"id": "b", "parent": "a"}, {"id": "ok1"}]}"#,
@@ -206,12 +214,29 @@ fn invalid_plans_import_nothing() {
         "no event for any refused import"
     );
     ws.expect(&["plan", "import", "missing.json"], 2);
+    // A plan imported twice names ten of the tasks already there and counts the rest.
+    let twelve: Vec<String> = (0..12)
+        .map(|i| format!("{{\"id\": \"r{i:02}\"}}"))
+        .collect();
+    let p = ws.write(
+        "twice.json",
+        format!("{{\"tasks\": [{}]}}", twelve.join(", ")),
+    );
+    ws.ok(&["plan", "import", p.to_str().unwrap()]);
+    let o = ws.expect(&["plan", "import", p.to_str().unwrap()], 1);
+    assert!(
+        err_line(&o).contains(
+            "(1 problem): tasks r00, r01, r02, r03, r04, r05, r06, r07, r08, r09 and 2 more already exist"
+        ),
+        "{}",
+        err_line(&o)
+    );
     // An invalid TOML and YAML plan are refused too.
     let p = ws.write("bad.toml", "[[tasks]]\nid = \"a\"\nparent = \"a\"\n");
     ws.expect(&["plan", "import", p.to_str().unwrap()], 1);
     let p = ws.write("bad.yaml", "tasks:\n  - id: a\n    parent: ghost\n");
     ws.expect(&["plan", "import", p.to_str().unwrap()], 1);
-    assert_eq!(ws.tasks().len(), 1);
+    assert_eq!(ws.tasks().len(), 13);
     ws.check_ok();
 }
 

@@ -245,6 +245,19 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         &["task", "edit", "m", "--title", "a\tb"],
         "task m: the title contains the control character '\\t'",
     );
+    // A bidirectional-text control reorders what a reader sees after it.
+    ws.write(
+        "bidi.json",
+        r#"{"tasks": [{"id": "n4", "title": "safe \u202e)lmth.exe(\u202c"}]}"#,
+    );
+    refused(
+        &["plan", "import", "bidi.json"],
+        "task n4: the title contains the control character '\\u{202e}'",
+    );
+    refused(
+        &["task", "create", "n5", "--title", "a\u{2066}b"],
+        "task n5: the title contains the control character '\\u{2066}'",
+    );
     ws.write("delta.json", r#"{"decisions": ["fine", "a\u0000"]}"#);
     refused(
         &["memory", "merge", "m", "delta.json"],

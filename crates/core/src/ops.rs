@@ -490,7 +490,7 @@ pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
     }
     // A title is one line in every table, list and STATE.md row; a line break would
     // split the row and an escape would reach the person's terminal.
-    if let Some(c) = spec.title.chars().find(|c| c.is_control()) {
+    if let Some(c) = spec.title.chars().find(|&c| crate::model::unprintable(c)) {
         return Err(Refusal::InvalidSpec(format!(
             "task {}: the title contains the control character {:?}; a title is one line of plain text: put the rest in the body",
             spec.id, c

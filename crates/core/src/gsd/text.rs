@@ -885,13 +885,14 @@ pub fn clean_title(raw: &str) -> String {
 }
 
 /// A name from the files as a task's title may hold it: one line of plain text
-/// (`ops::validate_spec`), each control character (a line break, a DEL, an escape) a
-/// space, and the spaces then collapsed. Unchanged when it holds none.
+/// (`ops::validate_spec`), each control character (a line break, a DEL, an escape, a
+/// bidirectional-text control) a space, and the spaces then collapsed. Unchanged when it holds none.
 pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    use crate::model::unprintable;
+    if !s.chars().any(unprintable) {
         return std::borrow::Cow::Borrowed(s);
     }
-    let spaced = s.replace(|c: char| c.is_control(), " ");
+    let spaced = s.replace(unprintable, " ");
     std::borrow::Cow::Owned(spaced.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
@@ -1036,6 +1037,16 @@ npm i
         assert_eq!(texts, ["Real Heading", "Tasks"]);
         assert_eq!(s.block("objective"), Some("Build the login page."));
         assert_eq!(s.section(&["tasks"]).as_deref(), Some("- one"));
+    }
+
+    #[test]
+    fn a_title_from_the_files_is_one_line_of_plain_text() {
+        assert_eq!(one_line("plain"), "plain");
+        assert_eq!(one_line("a\nb\u{7}c"), "a b c");
+        assert_eq!(
+            one_line("safe \u{202e})lmth.exe(\u{202c}"),
+            "safe )lmth.exe("
+        );
     }
 
     #[test]

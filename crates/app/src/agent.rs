@@ -529,6 +529,26 @@ pub const KNOWN_KEY_VARS: &[&str] = &[
 ];
 
 /// `warden doctor`: what `warden run` would find before it starts anything, and more.
+/// The longest path a Unix socket may have here (`sun_path` holds 108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Why tmux mode cannot run in this workspace although tmux can: the private server's
+/// socket (`.warden/tmux.sock`) would have a path longer than a Unix socket may. tmux
+/// then says only "File name too long", and every session start failed, charging the
+/// task's attempts until it was stuck. `or` names the other way out (the flag or the
+/// setting).
+pub fn tmux_socket_problem(ws: &warden_store::Workspace, or: &str) -> Option<String> {
+    let socket = crate::supervisor::tmux_socket(ws);
+    let socket = std::path::absolute(&socket).unwrap_or(socket);
+    let len = socket.as_os_str().len();
+    (len > MAX_SOCKET_PATH).then(|| {
+        format!(
+            "tmux's socket would be {} ({len} bytes), longer than the {MAX_SOCKET_PATH} bytes a Unix socket path may have; move the project to a shorter path, or {or}",
+            socket.display()
+        )
+    })
+}
+
 pub fn doctor(
     app: &crate::App,
     warden_exe: &Path,
@@ -548,6 +568,12 @@ pub fn doctor(
     push("store", "ok", format!("{} backend", eng.store.backend()));
     match session_mode {
         "tmux" => match resolve_program("tmux", &session_path(warden_exe)) {
+            Ok(_)
+                if let Some(problem) =
+                    tmux_socket_problem(&eng.ws, "use session = \"process\"") =>
+            {
+                push("session", "problem", problem)
+            }
             Ok(p) => push("session", "ok", format!("tmux ({})", p.display())),
             Err(e) => push(
                 "session",

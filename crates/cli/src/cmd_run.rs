@@ -73,6 +73,12 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
             "the session mode is tmux but tmux cannot be run ({e}); install tmux or use --session process"
         ));
     }
+    if mode == Mode::Tmux
+        && let Some(problem) =
+            warden_app::agent::tmux_socket_problem(&app.eng.ws, "use --session process")
+    {
+        problems.push(problem);
+    }
     if let Some(first) = problems.first() {
         let more: String = problems[1..].iter().map(|p| format!("{p}\n")).collect();
         return Err(Failure::usage(first.clone()).with_detail(format!(

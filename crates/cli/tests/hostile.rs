@@ -1118,3 +1118,49 @@ fn stored_words_print_on_one_line_and_drive_no_terminal() {
         );
     }
 }
+
+/// A project whose path leaves tmux's socket (`.warden/tmux.sock`) longer than a Unix
+/// socket path may be: `doctor` names the problem and the ways out, and `warden run`
+/// starts nothing. Before, doctor said ok, and every session start failed with tmux's
+/// "File name too long", charging the task's attempts until it was stuck.
+#[test]
+fn a_project_too_deep_for_a_tmux_socket_is_told_so() {
+    let ws = Workspace::new(&"d".repeat(100));
+    let cfg = ws.path(".warden/warden.toml");
+    let text0 = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text0.replace("session = \"process\"", "session = \"tmux\""),
+    )
+    .unwrap();
+    ws.create("t", &["--work", "true"]);
+    let o = ws.expect(&["--json", "doctor"], 2);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let session = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "session")
+        .unwrap()
+        .clone();
+    assert_eq!(session["status"], "problem", "{v}");
+    let detail = session["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("longer than the 107 bytes a Unix socket path may have")
+            && detail.contains("move the project to a shorter path, or use session = \"process\""),
+        "{detail}"
+    );
+    let o = ws.expect(&["run", "--until-idle"], 2);
+    assert!(
+        text(&o.stderr).contains("longer than the 107 bytes")
+            && text(&o.stderr).contains("or use --session process")
+            && text(&o.stderr).contains("nothing was started"),
+        "{}",
+        text(&o.stderr)
+    );
+    let t = ws.show("t");
+    assert_eq!(
+        (t["status"].as_str(), t["attempts"].as_u64()),
+        (Some("pending"), Some(0))
+    );
+}

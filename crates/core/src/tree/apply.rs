@@ -1009,8 +1009,17 @@ pub(super) fn match_range<S: StoredTask>(
                     true_value,
                 });
             };
-            let ids = |v: &[TaskId]| v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(",");
-            let spec_str = |w: &Option<WorkSpec>| format!("{w:?}");
+            // As a plan file states them: a shell command as its text, the other
+            // forms as their JSON, nothing as "(none)".
+            let ids = |v: &[TaskId]| match v {
+                [] => "(none)".to_owned(),
+                v => v.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(","),
+            };
+            let spec_str = |w: &Option<WorkSpec>| match w {
+                None => "(none)".to_owned(),
+                Some(WorkSpec::Shell(s)) => s.clone(),
+                Some(other) => serde_json::to_string(other).unwrap_or_default(),
+            };
             if !(deps_same || node.depends_on.is_empty()) {
                 note("depends_on", ids(&node.depends_on), ids(&truth.depends_on));
             }

@@ -168,6 +168,11 @@ impl App {
             }
             // Each task's own problems (an empty title, a status not taken) are listed
             // with the plan's: one round of fixes, not one per kind.
+            // A group's passes are its tasks' (derived), whatever the file says: a group
+            // `plan sync` made is exported with passes: true, and taken, that made the
+            // group done before its tasks went under it, which refused them.
+            let parents: std::collections::HashSet<&TaskId> =
+                plan.tasks.iter().filter_map(|n| n.parent.as_ref()).collect();
             let mut changes = Vec::new();
             for n in &plan.tasks {
                 let spec = n.to_spec(&self.eng.config.limits);
@@ -183,7 +188,7 @@ impl App {
                     }
                 };
                 let initial = Initial {
-                    passes: n.passes.unwrap_or(false),
+                    passes: n.passes.unwrap_or(false) && !parents.contains(&n.id),
                     attempts: n.attempts.unwrap_or(0),
                     cancelled,
                 };

@@ -240,6 +240,23 @@ fn invalid_plans_import_nothing() {
     ws.check_ok();
 }
 
+/// A group's `passes` in a file is not taken: it is its tasks'. The export of a tree
+/// `plan sync` made (its groups stored as passing) imports into a fresh store, and a
+/// group that says it passes over a task that does not is not done.
+#[test]
+fn a_groups_passes_come_from_its_tasks_on_import() {
+    let ws = Workspace::new("grouppasses");
+    let plan = r#"{"tasks": [
+        {"id": "done-phase", "passes": true}, {"id": "p1", "parent": "done-phase", "passes": true},
+        {"id": "open-phase", "passes": true}, {"id": "p2", "parent": "open-phase"}]}"#;
+    assert_eq!(crate::common::code(&import(&ws, "plan.json", plan)), 0);
+    assert_eq!(ws.show("done-phase")["status"], "done");
+    assert_eq!(ws.show("p1")["status"], "done");
+    assert_eq!(ws.show("open-phase")["passes"], false);
+    assert_eq!(ws.show("p2")["status"], "pending");
+    ws.check_ok();
+}
+
 #[test]
 fn import_from_stdin_and_initial_runner_fields() {
     let ws = Workspace::new("stdin");

@@ -245,6 +245,23 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         &["task", "edit", "m", "--title", "a\tb"],
         "task m: the title contains the control character '\\t'",
     );
+    // `sh -c ''` succeeds: an empty postcheck would be a guard that always passes.
+    ws.write(
+        "empty.json",
+        r#"{"tasks": [{"id": "n6", "work": "make", "postchecks": "  "}]}"#,
+    );
+    refused(
+        &["plan", "import", "empty.json"],
+        "task n6: the postchecks are an empty shell command, which always succeeds; give a command, or leave postchecks out",
+    );
+    refused(
+        &["task", "create", "n7", "--work", ""],
+        "task n7: the work is an empty shell command",
+    );
+    refused(
+        &["task", "create", "n8", "--agent", " "],
+        "task n8: the agent instructions are empty; say what the agent should do",
+    );
     // A bidirectional-text control reorders what a reader sees after it.
     ws.write(
         "bidi.json",

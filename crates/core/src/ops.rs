@@ -13,7 +13,7 @@ use crate::event::{
 };
 use crate::exit::{self, ExitAction, ExitDecision, ExitReport};
 use crate::failure::{ExitCode, Failure};
-use crate::model::{Limits, Phase, PhaseStatus, Role, Status, Task, TaskSpec};
+use crate::model::{Limits, Phase, PhaseStatus, Role, Status, Task, TaskSpec, WorkSpec};
 use crate::retry::{self, RetryError, RetryPlan, RetryRequest};
 use crate::workflow::{Gate, Workflow};
 
@@ -421,7 +421,6 @@ pub const MAX_COMMAND_BYTES: usize = 32 * 1024;
 
 /// The free texts of a spec with their limits, for [`validate_spec`].
 fn spec_texts(spec: &TaskSpec) -> Vec<(&'static str, &str, usize)> {
-    use crate::model::WorkSpec;
     let mut out = vec![
         ("title", spec.title.as_str(), MAX_TITLE_BYTES),
         ("body", spec.body.as_str(), MAX_BODY_BYTES),
@@ -467,6 +466,25 @@ pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
                 crate::artifact::MAX_TASK_FILE_BYTES / 1024
             )));
         }
+    }
+    // `sh -c ''` succeeds: an empty postcheck is a guard that always passes, an empty
+    // work a task done by doing nothing.
+    for (what, check) in [
+        ("work", &spec.spec.work),
+        ("prechecks", &spec.spec.prechecks),
+        ("postchecks", &spec.spec.postchecks),
+    ] {
+        let problem = match check {
+            Some(WorkSpec::Shell(c)) if c.trim().is_empty() => format!(
+                "the {what} {} an empty shell command, which always succeeds; give a command, or leave {what} out",
+                if what.ends_with('s') { "are" } else { "is" },
+            ),
+            Some(WorkSpec::Agent(a)) if a.trim().is_empty() => {
+                "the agent instructions are empty; say what the agent should do".to_owned()
+            }
+            _ => continue,
+        };
+        return Err(Refusal::InvalidSpec(format!("task {}: {problem}", spec.id)));
     }
     if let Some(e) = &spec.evidence
         && !crate::model::is_inside_path(e)

@@ -361,7 +361,11 @@ async fn plans_memory_state_resources_and_prompts() {
     );
     // All or nothing: a second import of the same ids imports nothing.
     let r = call(&c, "plan_import", json!({"plan": plan})).await;
-    assert!(refusal(&r).contains("already exists"), "{}", text(&r));
+    assert!(
+        refusal(&r).contains("tasks app, api, ui already exist"),
+        "{}",
+        text(&r)
+    );
     assert_eq!(ws.tasks().len(), 3);
     let next = ok(&call(&c, "plan_next", json!({})).await);
     assert_eq!(next, json!({"next": "api", "state": "open"}));

@@ -2324,6 +2324,79 @@ fn what_a_session_left_is_noted_once() {
     assert_eq!(log.matches("left processes running").count(), 1, "{log}");
 }
 
+/// One task's leftover that ignores TERM is waited out for `kill_after_s` by the report
+/// of its session's end; the run goes on meanwhile. Before, the supervisor's sweep made
+/// that report itself and every other task's next step waited for it. Shown with a
+/// grace longer than the test: the other task finishes while the leftover still runs.
+#[test]
+fn a_slow_stop_of_one_sessions_leftover_holds_up_no_other_task() {
+    let p = Project::new("tmux");
+    let cfg = p.root.join(".warden/warden.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("kill_after_s = 5", "kill_after_s = 300")).unwrap();
+    let pid_file = p.root.join("stubborn.pid");
+    let work = format!(
+        "setsid sh -c 'trap \"\" TERM; echo $$ > {f}; exec sleep 600' </dev/null >/dev/null 2>&1 & \
+         while [ ! -s {f} ]; do sleep 0.02; done",
+        f = pid_file.display()
+    );
+    p.ok(&["task", "create", "a", "--work", &work]);
+    let run = p.background(p.cmd(&["run", "--max-parallel", "4"]));
+    let start = Instant::now();
+    while !pid_file.exists() || p.task("a")["status"] == "pending" {
+        assert!(start.elapsed() < Duration::from_secs(60), "a never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid: u32 = loop {
+        if let Ok(pid) = std::fs::read_to_string(&pid_file)
+            .unwrap_or_default()
+            .trim()
+            .parse()
+        {
+            break pid;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The supervisor's own report of a's end has started (it waits its turn behind the
+    // hook's, which waits out the leftover's grace).
+    let supervisor = run.0.id().to_string();
+    let sweep_reports = || {
+        std::fs::read_dir("/proc").unwrap().any(|e| {
+            let dir = e.unwrap().path();
+            let cmd = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, r)| r.split_whitespace().nth(1).map(str::to_owned));
+            cmd.windows(10).any(|w| w == b"exited\0a\0-")
+                && ppid.as_deref() == Some(supervisor.as_str())
+        })
+    };
+    while !sweep_reports() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no sweep report of a"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p.ok(&["task", "create", "b", "--work", "echo b > b.txt"]);
+    while p.task("b")["status"] != "done" {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "b never finished: {}",
+            p.task("b")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stubborn_ran_on = !process_gone(pid);
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    drop(run);
+    assert!(
+        stubborn_ran_on,
+        "the leftover was stopped before b was done"
+    );
+}
+
 /// A worker that goes on after its hand-off (its `handoff_grace_s`; the reviewer starts
 /// once it ends) is shown running: `warden status` names its session finishing. Before,
 /// the task was shown running nothing while the worker still ran in the worktree.

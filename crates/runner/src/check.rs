@@ -595,8 +595,15 @@ pub fn stop_session_remains_but(
     while !groups_running(&groups).is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for g in groups_running(&groups) {
+    let killed = groups_running(&groups);
+    for &g in &killed {
         kill_group(g);
+    }
+    // A KILL takes effect when the process is next scheduled: until then it still runs,
+    // and another report of the same end would find it (and note it) again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while !groups_running(&killed).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
     }
     groups
 }

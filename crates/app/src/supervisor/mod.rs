@@ -402,6 +402,9 @@ pub struct Supervisor {
     failing: BTreeMap<TaskId, Failing>,
     /// This supervisor's announcement in `.warden/runners/` (`warden status`).
     presence: crate::status::Announced,
+    /// The sweep's reports of dead panes still running, by session id (see
+    /// [`Supervisor::sweep_tmux`]).
+    sweeping: std::sync::Mutex<BTreeMap<String, std::thread::JoinHandle<bool>>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -531,6 +534,7 @@ impl Supervisor {
             since: BTreeMap::new(),
             in_flight: None,
             failing: BTreeMap::new(),
+            sweeping: std::sync::Mutex::default(),
             presence,
         })
     }
@@ -1248,14 +1252,53 @@ impl Supervisor {
                     .is_some_and(|f| f.retry_at > Instant::now())
             })
         };
+        // Each report runs on a thread of its own, looked at again by the next sweeps:
+        // a report stops what its session left running first, up to `kill_after_s`
+        // for a process that ignores TERM, and the run went still meanwhile (every
+        // other task's next step waited).
+        let mut sweeping = self.sweeping.lock().unwrap_or_else(|e| e.into_inner());
         let _ = session::tmux_sweep(&socket, |p| {
             match (&p.task_id, &p.session_id, p.dead_status) {
-                (Some(t), Some(s), Some(code)) if !waits(t) => {
-                    session::report_exit_why(&exe, &root, t, s, code, p.why.as_deref()).is_ok()
-                }
+                (Some(t), Some(s), Some(code)) if !waits(t) => match sweeping.get(s) {
+                    Some(h) if !h.is_finished() => false,
+                    Some(_) => sweeping
+                        .remove(s)
+                        .is_some_and(|h| h.join().unwrap_or(false)),
+                    None => {
+                        let (exe, root) = (exe.clone(), root.clone());
+                        let (task, sid, why) = (t.clone(), s.clone(), p.why.clone());
+                        let report = move || {
+                            session::report_exit_why(&exe, &root, &task, &sid, code, why.as_deref())
+                                .is_ok()
+                        };
+                        match std::thread::Builder::new()
+                            .name(format!("warden-sweep-{s}"))
+                            .spawn(report)
+                        {
+                            Ok(h) => {
+                                sweeping.insert(s.clone(), h);
+                            }
+                            Err(_) => {
+                                // No thread to be had: reported here, as before.
+                                let (exe, root) = (&self.opts.warden_exe, &self.app.ws().root);
+                                return session::report_exit_why(
+                                    exe,
+                                    root,
+                                    t,
+                                    s,
+                                    code,
+                                    p.why.as_deref(),
+                                )
+                                .is_ok();
+                            }
+                        }
+                        false
+                    }
+                },
                 _ => false,
             }
         });
+        drop(sweeping);
         // Dead panes whose end is recorded are removed, so the server ends with its last
         // session instead of keeping their scrollback for ever.
         for p in &panes {
@@ -1291,6 +1334,14 @@ impl Supervisor {
             return;
         }
         self.sweep_tmux();
+        // The sweep's reports still running finish before the run does.
+        let running: Vec<_> =
+            std::mem::take(&mut *self.sweeping.lock().unwrap_or_else(|e| e.into_inner()))
+                .into_values()
+                .collect();
+        for h in running {
+            let _ = h.join();
+        }
         let socket = tmux_socket(self.app.ws());
         if socket.exists() && session::tmux_list(&socket).is_ok_and(|p| p.is_empty()) {
             let _ = session::tmux_kill_server(&socket);

@@ -46,8 +46,10 @@ pub(crate) fn check_reason(reason: &str) -> Result<()> {
     Ok(())
 }
 
-/// A bidirectional-text control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F): it
-/// reorders what a reader sees after it (a "PASS" shown where "SSAP" is stored).
+/// A bidirectional-text control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C):
+/// it reorders what a reader sees after it (a "PASS" shown where "SSAP" is stored); or a
+/// line or paragraph separator (U+2028, U+2029), a line break no terminal draws as one
+/// (see [`warden_core::model::unprintable`]).
 pub(crate) fn is_bidi(c: char) -> bool {
     !c.is_control() && warden_core::model::unprintable(c)
 }

@@ -316,6 +316,15 @@ impl App {
                 if let Some(as_of) = as_of
                     && !update.removed.is_empty()
                 {
+                    // A real export is never ahead of its store: a number past the
+                    // newest event (edited, or another store's) would excuse everything.
+                    let newest = self.eng.store.last_seq()?;
+                    if as_of > newest {
+                        return Err(Failure::refused(format!(
+                            "the plan file's as_of_event {as_of} is past this store's newest event ({newest}): it was not exported from this store as it is; export the plan again (warden plan export) and redo the edit"
+                        ))
+                        .into());
+                    }
                     let (changed, _) = self.eng.store.changed_since(as_of)?;
                     if let Some(id) = update
                         .removed

@@ -909,6 +909,28 @@ fn a_stale_file_removes_nothing_it_did_not_see() {
             "{err}"
         );
     }
+    // A number past the store's newest event (edited, or another store's) excuses nothing.
+    let ahead = write_tree(&ws, "ahead.json", |n| n.retain(|t| t["id"] != "urgent"));
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&ahead).unwrap()).unwrap();
+    v["as_of_event"] = json!(1_000_000);
+    let ahead = ws.write("ahead.json", v.to_string());
+    let o = ws.expect(
+        &[
+            "plan",
+            "apply",
+            ahead.to_str().unwrap(),
+            "--selected",
+            "a",
+            "--status",
+            "retry",
+        ],
+        1,
+    );
+    assert!(
+        crate::common::err_line(&o)
+            .contains("as_of_event 1000000 is past this store's newest event"),
+        "{o:?}"
+    );
     assert_eq!(ws.history(), before, "a refused apply writes nothing");
     // Exported again, the removal goes through and is listed.
     let fresh = write_tree(&ws, "fresh.json", |n| n.retain(|t| t["id"] != "c"));

@@ -275,6 +275,14 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         &["task", "create", "n5", "--title", "a\u{2066}b"],
         "task n5: the title contains the control character '\\u{2066}'",
     );
+    refused(
+        &["task", "create", "n9", "--title", "a\u{61c}b"],
+        "task n9: the title contains the control character '\\u{61c}'",
+    );
+    refused(
+        &["task", "create", "n10", "--title", "a\u{2028}b"],
+        "task n10: the title contains the control character '\\u{2028}'",
+    );
     ws.write("delta.json", r#"{"decisions": ["fine", "a\u0000"]}"#);
     refused(
         &["memory", "merge", "m", "delta.json"],

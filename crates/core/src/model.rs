@@ -17,12 +17,22 @@ use serde::{Deserialize, Serialize};
 pub struct TaskId(String);
 
 /// Whether `c` may not appear in one line of plain text Warden shows a person (a title):
-/// a control character (a line break would split a table row, an escape drive the
-/// terminal), or a bidirectional-text control (U+202A–U+202E, U+2066–U+2069, U+200E,
-/// U+200F), which reorders what a reader sees after it (`exe.txt` shown for `txt.exe`).
+/// a control character or a line or paragraph separator (U+2028, U+2029: a line break
+/// would split a table row, an escape drive the terminal), or a bidirectional-text
+/// control (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C), which reorders what a
+/// reader sees after it (`exe.txt` shown for `txt.exe`).
 pub fn unprintable(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+        || matches!(
+            c,
+            '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{061c}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
 }
 
 /// Byte equality as `==` on slices, without the call to `memcmp` for strings of up to

@@ -387,9 +387,11 @@ fn describe(spec: &WorkSpec) -> String {
 struct Proc {
     /// Its parent.
     parent: u32,
+    /// Its process group.
+    group: u32,
     /// When it started, in clock ticks since boot.
     start: u64,
-    /// It has exited and waits for its parent to collect it.
+    /// It has exited and waits for its parent to collect it (or is being removed).
     zombie: bool,
 }
 
@@ -397,12 +399,13 @@ impl Proc {
     fn read(pid: u32) -> Option<Proc> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The fields after the command name (which may hold spaces) in parentheses:
-        // state, ppid, …, and starttime the 20th.
+        // state, ppid, pgrp, …, and starttime the 20th.
         let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
         Some(Proc {
             parent: fields.get(1)?.parse().ok()?,
+            group: fields.get(2)?.parse().ok()?,
             start: fields.get(19)?.parse().ok()?,
-            zombie: fields.first() == Some(&"Z"),
+            zombie: matches!(fields.first(), Some(&"Z" | &"X")),
         })
     }
 }
@@ -621,13 +624,8 @@ fn groups_running(groups: &[u32]) -> Vec<u32> {
     };
     let mut running: Vec<u32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-            let state = fields.next()?;
-            let group = fields.nth(1)?.parse::<u32>().ok()?;
-            (state != "Z" && state != "X" && groups.contains(&group)).then_some(group)
-        })
+        .filter_map(|pid| Proc::read(pid).filter(|p| !p.zombie && groups.contains(&p.group)))
+        .map(|p| p.group)
         .collect();
     running.sort_unstable();
     running.dedup();
@@ -646,25 +644,12 @@ pub fn group_list(groups: &[u32]) -> String {
 /// Whether process `g` runs (not a zombie, whose environment reads empty) and leads
 /// group `g`.
 fn leads_alive(g: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{g}/stat")).is_ok_and(|stat| {
-        let Some(end) = stat.rfind(')') else {
-            return false;
-        };
-        let mut fields = stat[end + 1..].split_whitespace();
-        let state = fields.next();
-        state.is_some_and(|s| s != "Z" && s != "X")
-            && fields.nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(g)
-    })
+    Proc::read(g).is_some_and(|p| !p.zombie && p.group == g)
 }
 
 /// The process group of process `pid`, from `/proc`.
 fn group_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .nth(2)?
-        .parse()
-        .ok()
+    Proc::read(pid).map(|p| p.group)
 }
 
 /// Sends SIGKILL to a whole process group.

@@ -528,7 +528,6 @@ pub const KNOWN_KEY_VARS: &[&str] = &[
     "CODEX_API_KEY",
 ];
 
-/// `warden doctor`: what `warden run` would find before it starts anything, and more.
 /// The longest path a Unix socket may have here (`sun_path` holds 108 bytes with its NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
@@ -549,6 +548,7 @@ pub fn tmux_socket_problem(ws: &warden_store::Workspace, or: &str) -> Option<Str
     })
 }
 
+/// `warden doctor`: what `warden run` would find before it starts anything, and more.
 pub fn doctor(
     app: &crate::App,
     warden_exe: &Path,

@@ -166,13 +166,13 @@ impl App {
                     if there.len() == 1 { "exists" } else { "exist" }
                 ));
             }
-            // Each task's own problems (an empty title, a status not taken) are listed
-            // with the plan's: one round of fixes, not one per kind.
             // A group's passes are its tasks' (derived), whatever the file says: a group
             // `plan sync` made is exported with passes: true, and taken, that made the
             // group done before its tasks went under it, which refused them.
             let parents: std::collections::HashSet<&TaskId> =
                 plan.tasks.iter().filter_map(|n| n.parent.as_ref()).collect();
+            // Each task's own problems (an empty title, a status not taken) are listed
+            // with the plan's: one round of fixes, not one per kind.
             let mut changes = Vec::new();
             for n in &plan.tasks {
                 let spec = n.to_spec(&self.eng.config.limits);

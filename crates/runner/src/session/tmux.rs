@@ -239,7 +239,7 @@ const PANE_SCRIPT: &str = "trap : HUP INT TERM; l=$1 m=$2 i=$3 s=$4 k=$5; shift 
 /// running. Given to the hook's report, it had the supervisor's own report of the same
 /// end stop the tmux server's process group (the hook's), and with it every other task's
 /// pane.
-pub(crate) const PANE_ONLY_VAR: &str = "WARDEN_SESSION";
+const PANE_ONLY_VAR: &str = "WARDEN_SESSION";
 
 /// The text a pane prints after its program's output (see [`PANE_SCRIPT`]).
 fn end_marker(session_id: &str) -> String {

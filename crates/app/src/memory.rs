@@ -25,7 +25,8 @@ pub fn read_delta(path: &std::path::Path) -> Result<MemoryDelta> {
     } else {
         path.display().to_string()
     };
-    delta_from_json(&text, &shown)
+    // As a plan file: a byte order mark from a Windows editor is not part of the JSON.
+    delta_from_json(text.strip_prefix('\u{feff}').unwrap_or(&text), &shown)
 }
 
 impl App {

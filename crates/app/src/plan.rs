@@ -97,6 +97,8 @@ pub fn read_plan_file(path: &Path) -> Result<PlanFile> {
         path.display().to_string()
     };
     let text = crate::input::read_text(path, MAX_PLAN_BYTES, "the plan")?;
+    // Editors on Windows begin a UTF-8 file with a byte order mark; no parser takes it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
@@ -109,9 +111,9 @@ pub fn read_plan_file(path: &Path) -> Result<PlanFile> {
         ))
     };
     match ext.as_str() {
-        "toml" => toml::from_str(&text).map_err(|e| bad("TOML", e.to_string())),
-        "yaml" | "yml" => serde_saphyr::from_str(&text).map_err(|e| bad("YAML", e.to_string())),
-        _ => serde_json::from_str(&text).map_err(|e| bad("JSON", e.to_string())),
+        "toml" => toml::from_str(text).map_err(|e| bad("TOML", e.to_string())),
+        "yaml" | "yml" => serde_saphyr::from_str(text).map_err(|e| bad("YAML", e.to_string())),
+        _ => serde_json::from_str(text).map_err(|e| bad("JSON", e.to_string())),
     }
 }
 

@@ -28,9 +28,10 @@ fn memory_merges_from_a_file_and_stdin_with_caps() {
     let o = ws.ok(&["memory", "show", "m"]);
     assert!(!text(&o.stdout).trim().is_empty());
 
+    // Written by a Windows editor: a byte order mark first.
     let delta = ws.write(
         "delta.json",
-        r#"{"goals": ["ship login"], "decisions": ["use argon2"], "history": ["h1", "h2"], "next_focus": "write tests"}"#,
+        "\u{feff}{\"goals\": [\"ship login\"], \"decisions\": [\"use argon2\"], \"history\": [\"h1\", \"h2\"], \"next_focus\": \"write tests\"}",
     );
     ws.ok(&["memory", "merge", "m", delta.to_str().unwrap()]);
     let o = ws.run_stdin(

@@ -68,13 +68,18 @@ fn export(ws: &Workspace) -> Value {
 #[test]
 fn import_reads_json_toml_and_yaml_alike() {
     let mut exports = Vec::new();
+    let bom = |s: &str| format!("\u{feff}{s}");
     for (name, content) in [
-        ("plan.json", PLAN_JSON),
-        ("plan.toml", PLAN_TOML),
-        ("plan.yaml", PLAN_YAML),
+        ("plan.json", PLAN_JSON.to_owned()),
+        ("plan.toml", PLAN_TOML.to_owned()),
+        ("plan.yaml", PLAN_YAML.to_owned()),
+        // What Notepad writes: a byte order mark first.
+        ("plan.json", bom(PLAN_JSON)),
+        ("plan.toml", bom(PLAN_TOML)),
+        ("plan.yaml", bom(PLAN_YAML)),
     ] {
         let ws = Workspace::new("import");
-        let o = import(&ws, name, content);
+        let o = import(&ws, name, &content);
         assert_eq!(
             crate::common::code(&o),
             0,
@@ -109,6 +114,9 @@ fn import_reads_json_toml_and_yaml_alike() {
     }
     assert_eq!(exports[0], exports[1], "JSON and TOML import the same plan");
     assert_eq!(exports[0], exports[2], "JSON and YAML import the same plan");
+    for (i, e) in exports[3..].iter().enumerate() {
+        assert_eq!(&exports[i], e, "a byte order mark changes nothing");
+    }
 }
 
 #[test]

@@ -168,6 +168,8 @@ impl App {
                     if there.len() == 1 { "exists" } else { "exist" }
                 ));
             }
+            // The plan's own problems, looked up by text (100,000 of them at most).
+            let named: std::collections::HashSet<String> = problems.iter().cloned().collect();
             // A group's passes are its tasks' (derived), whatever the file says: a group
             // `plan sync` made is exported with passes: true, and taken, that made the
             // group done before its tasks went under it, which refused them.
@@ -196,7 +198,14 @@ impl App {
                 };
                 match ops::create(spec, initial, &self.ctx(source)) {
                     Ok(c) => changes.push(c),
-                    Err(e) => problems.push(e.to_string()),
+                    // The plan's checks may have named it already (an id git cannot
+                    // branch on, max_attempts 0): each problem is listed once.
+                    Err(e) => {
+                        let e = e.to_string();
+                        if !named.contains(&e) {
+                            problems.push(e);
+                        }
+                    }
                 }
             }
             let batch = Batch {

@@ -1562,7 +1562,7 @@ fn edit_changes_a_tasks_place_in_the_plan_under_the_trees_rules() {
         (
             &["task", "edit", "ui", "--max-attempts", "0"],
             1,
-            "max_attempts must be at least 1",
+            "task ui has max_attempts 0; use 1 or more",
         ),
         (
             &["task", "edit", "ui", "--title", ""],

@@ -143,21 +143,25 @@ fn ids_git_cannot_branch_on_are_refused() {
         let o = ws.expect(&["task", "create", id], 2);
         assert_eq!(
             err_line(&o),
-            format!("error: task id \"{id}\" cannot name a git branch ({why}); choose another id")
+            format!("error: task id {id} cannot name a git branch ({why}); choose another id")
         );
     }
     ws.write(
         "plan.json",
-        r#"{"tasks": [{"id": "ok"}, {"id": "x.lock"}, {"id": "a..b"}, {"id": "y."}]}"#,
+        r#"{"tasks": [{"id": "ok"}, {"id": "x.lock"}, {"id": "a..b"}, {"id": "y."}, {"id": "z", "max_attempts": 0}]}"#,
     );
     let o = ws.expect(&["plan", "import", "plan.json"], 1);
     let all = text(&o.stderr);
     for id in ["x.lock", "a..b", "y."] {
-        assert!(
-            all.contains(&format!("task id {id} cannot name a git branch")),
-            "{all}"
+        assert_eq!(
+            all.matches(&format!("task id {id} cannot name a git branch"))
+                .count(),
+            1,
+            "each problem is named once: {all}"
         );
     }
+    assert_eq!(all.matches("task z has max_attempts 0").count(), 1, "{all}");
+    assert!(all.contains("(4 problems)"), "{all}");
     assert!(ws.tasks().is_empty(), "nothing imported");
     // Fine ids with dots still work.
     ws.ok(&["task", "create", "v1.2-release"]);

@@ -93,7 +93,7 @@ pub enum IdError {
     )]
     BadChar(String),
     /// The id cannot be part of a git branch name (`warden/<id>`).
-    #[error("task id {id:?} cannot name a git branch ({why}); choose another id")]
+    #[error("task id {id} cannot name a git branch ({why}); choose another id")]
     NotABranch {
         /// The id.
         id: String,

@@ -369,9 +369,10 @@ impl Initial {
 pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
     // New ids must name a branch (`warden/<id>`); ids stored before this rule still load.
     if let Some(why) = spec.id.branch_problem() {
+        // The words of `PlanError::NotABranch`: a plan import lists each problem once.
         return Err(Refusal::InvalidSpec(format!(
-            "task id {:?} cannot name a git branch ({why}); choose another id",
-            spec.id.as_str()
+            "task id {} cannot name a git branch ({why}); choose another id",
+            spec.id
         )));
     }
     validate_spec(&spec)?;
@@ -495,8 +496,9 @@ pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
         )));
     }
     if spec.max_attempts == 0 {
+        // The words of `PlanError::ZeroMaxAttempts`.
         return Err(Refusal::InvalidSpec(format!(
-            "task {}: max_attempts must be at least 1",
+            "task {} has max_attempts 0; use 1 or more, or leave it out for the default",
             spec.id
         )));
     }

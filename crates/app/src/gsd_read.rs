@@ -248,6 +248,18 @@ impl Walk {
             return None;
         }
         match files::read_text(base, path) {
+            // No task, prompt or store can carry a NUL: the file is not read, as one
+            // that is not UTF-8 (one bad plan stopped the whole sync, naming its task).
+            Ok(text) if let Some(at) = text.find('\0') => {
+                self.warn(
+                    WarningKind::NotRead,
+                    rel,
+                    format!(
+                        "not read: this file contains a NUL character (byte offset {at}); remove it"
+                    ),
+                );
+                None
+            }
             Ok(text) => {
                 self.bytes += text.len() as u64;
                 Some(text)
@@ -329,6 +341,7 @@ mod tests {
             &"x".repeat(files::MAX_FILE_BYTES as usize + 1),
         );
         fs::write(root.join("bad.md"), [0xff, 0xfe, b'a']).unwrap();
+        write(&root, "nul.md", "# A plan\n\nbinary \0 junk\n");
         write(&root, "a/b/c/d.md", "deep");
         let limits = ReadLimits {
             max_depth: 2,
@@ -339,6 +352,7 @@ mod tests {
         let get = |p: &str| l.files.iter().find(|(x, _)| x == p).unwrap().1.clone();
         assert_eq!(get("big.md"), None);
         assert_eq!(get("bad.md"), None);
+        assert_eq!(get("nul.md"), None);
         let k = kinds(&l);
         assert!(
             k.contains(&(WarningKind::NotRead, "big.md".into())),
@@ -346,6 +360,10 @@ mod tests {
         );
         assert!(
             k.contains(&(WarningKind::NotRead, "bad.md".into())),
+            "{k:?}"
+        );
+        assert!(
+            k.contains(&(WarningKind::NotRead, "nul.md".into())),
             "{k:?}"
         );
         assert!(k.contains(&(WarningKind::Limit, "a/b/c".into())), "{k:?}");

@@ -203,7 +203,9 @@ async fn mcp_step(ws: &Workspace, c: &Client, step: Step) -> Answer {
             call(c, "plan_import", json!({ "plan": plan })).await
         }
         Apply(id, status, guard) => {
-            let tree = with_children(ws.json(&["plan", "export"]), id, status);
+            // The tree an MCP agent edits is MCP's own export.
+            let exported = ok(&call(c, "plan_export", json!({})).await);
+            let tree = with_children(exported, id, status);
             let mut args = json!({"tree": tree, "id": id, "status": status});
             if let Some(g) = guard {
                 args["guard"] = json!(g);

@@ -82,11 +82,12 @@ fn tampers(ws: &Workspace, id: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
-const ORCHESTRATOR_TOOLS: [&str; 20] = [
+const ORCHESTRATOR_TOOLS: [&str; 21] = [
     "history",
     "memory_get",
     "memory_merge",
     "plan_apply",
+    "plan_export",
     "plan_import",
     "plan_next",
     "plan_show",
@@ -371,6 +372,29 @@ async fn plans_memory_state_resources_and_prompts() {
     assert_eq!(next, json!({"next": "api", "state": "open"}));
     let shown = ok(&call(&c, "plan_show", json!({})).await);
     assert_eq!(shown["roots"][0]["children"][0]["id"], "api");
+    // The export is the CLI's, and an edit of it goes back through plan_apply, which
+    // keeps its as_of_event: removing a task changed since is a conflict.
+    let exported = ok(&call(&c, "plan_export", json!({})).await);
+    assert_eq!(exported, ws.json(&["plan", "export"]));
+    assert!(exported["as_of_event"].as_u64().is_some(), "{exported}");
+    let mut edited = exported.clone();
+    edited["tasks"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|t| t["id"] != "ui");
+    ws.ok(&["task", "edit", "ui", "--title", "The UI"]);
+    let r = call(
+        &c,
+        "plan_apply",
+        json!({"tree": edited, "id": "api", "status": "retry"}),
+    )
+    .await;
+    assert!(
+        refusal(&r).contains("removes task ui, which changed after the file was exported"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(ws.tasks().len(), 3, "nothing removed");
 
     let m = ok(&call(
         &c,

@@ -195,6 +195,12 @@ pub fn plan_show(app: &App) -> Res {
     Ok(json!({ "roots": app.plan_show()? }))
 }
 
+/// `plan_export`: the tree in the flat shape `plan_import` and `plan_apply` take, with
+/// `as_of_event` (as `warden --json plan export`).
+pub fn plan_export(app: &App) -> Res {
+    to_value(&app.plan_export()?)
+}
+
 /// `plan_next`: `{"next": ID|null, "state": "open"|"complete"|"stuck"}`.
 pub fn plan_next(app: &App) -> Res {
     to_value(&app.plan_next()?)

@@ -363,7 +363,7 @@ pub struct ImportParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyParams {
-    /// The edited tree (the shape of plan_show's export: {"tasks": [...]}).
+    /// The edited tree (the shape plan_export gives: {"as_of_event": N, "tasks": [...]}).
     #[schemars(schema_with = "plan_schema")]
     pub tree: Value,
     /// The node the agent worked on.

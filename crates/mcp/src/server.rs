@@ -50,7 +50,7 @@ const SHOWN_CHARS: usize = 200;
 /// an error never echoes a huge argument back.
 const MAX_ERROR_CHARS: usize = 4000;
 
-const INSTRUCTIONS_ORCHESTRATOR: &str = "Warden is a deterministic state engine for coding-agent tasks. Agents write artifacts (sections of TASK.md such as `## Handoff` and `## Review`) and request transitions; Warden checks the evidence and decides. Start with `status` (what needs a person, what runs) or `plan_show` to see the project, `plan_next` to pick work, `task_get` for one task, `history` for what happened. Create work with `task_create` or `plan_import`; move tasks with `task_update_status`, `task_complete` and `task_cancel`; decide a review with `task_approve` or `task_reject`; run a stuck task again with `task_retry`; change a task's title, dependencies or parent with `task_edit`. Refusals are tool errors whose first line says what is wrong and what to do.";
+const INSTRUCTIONS_ORCHESTRATOR: &str = "Warden is a deterministic state engine for coding-agent tasks. Agents write artifacts (sections of TASK.md such as `## Handoff` and `## Review`) and request transitions; Warden checks the evidence and decides. Start with `status` (what needs a person, what runs) or `plan_show` to see the project, `plan_next` to pick work, `plan_export` and `plan_apply` to edit the tree, `task_get` for one task, `history` for what happened. Create work with `task_create` or `plan_import`; move tasks with `task_update_status`, `task_complete` and `task_cancel`; decide a review with `task_approve` or `task_reject`; run a stuck task again with `task_retry`; change a task's title, dependencies or parent with `task_edit`. Refusals are tool errors whose first line says what is wrong and what to do.";
 
 const INSTRUCTIONS_AGENT: &str = "Warden tracks the task this session works on. Read it with `task_get` and your instructions with `prompt`; record what you learn with `memory_merge`. When the work is done, write a non-empty `## Handoff` section in TASK.md and call `task_complete` (the postchecks run then). A reviewer writes `## Review` with a first verdict line saying PASS or FAIL and calls `task_update_status`. Only this task and only your role's transitions are allowed; anything else is refused and recorded.";
 
@@ -422,6 +422,15 @@ impl WardenServer {
     }
 
     #[tool(
+        name = "plan_export",
+        description = "Export the whole task tree in the flat shape plan_import and plan_apply take ({\"as_of_event\": N, \"tasks\": [...]}, parents before children). Edit it and send it back to plan_apply, keeping as_of_event: a task the edit removes that changed after the export is then a conflict, not a deletion of work you never saw.",
+        annotations(read_only_hint = true)
+    )]
+    async fn o_plan_export(&self, Parameters(_): Parameters<NoParams>) -> CallToolResult {
+        result(self.exec(actions::plan_export).await)
+    }
+
+    #[tool(
         name = "plan_import",
         description = "Import a plan: new tasks in the flat shape {\"tasks\": [{\"id\", \"title\", \"parent\", \"depends_on\", \"work\" | \"agent\", \"prechecks\", \"postchecks\", ...}]}. All or nothing: if any task is invalid or already exists, nothing is imported and every problem is listed. Use it to create many tasks at once; use task_create for one.",
         annotations(destructive_hint = false)
@@ -441,7 +450,7 @@ impl WardenServer {
 
     #[tool(
         name = "plan_apply",
-        description = "Reconcile a task tree an agent edited (seed 000): `tree` is the edited tree in the export shape, `id` the node the agent worked on, `status` what it reports (done, retry or decomposed), `guard` the guard's outcome (pass, fail or skipped; required with done). Runner-owned fields edited in the tree are ignored, restored and recorded; parents' passes are derived.",
+        description = "Reconcile a task tree an agent edited (seed 000): `tree` is the edited tree in the shape plan_export gives (keep its as_of_event), `id` the node the agent worked on, `status` what it reports (done, retry or decomposed), `guard` the guard's outcome (pass, fail or skipped; required with done). Runner-owned fields edited in the tree are ignored, restored and recorded; parents' passes are derived.",
         annotations(destructive_hint = true)
     )]
     async fn o_plan_apply(&self, Parameters(p): Parameters<ApplyParams>) -> CallToolResult {

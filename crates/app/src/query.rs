@@ -324,20 +324,20 @@ impl App {
     pub fn output_log(&self, id: &TaskId) -> Result<String> {
         self.get(id)?;
         let path = self.ws().output_log(id);
-        match files::read_text(&self.ws().dir, &path) {
-            Ok(text) => Ok(text),
-            Err(FileError::Missing(_)) => Err(Failure::not_found(format!(
-                "no output captured for {id} yet; output appears once `warden run` starts its session"
-            ))),
-            Err(FileError::TooLarge(..)) => {
-                // Logs may exceed the TASK.md limit: the last megabyte.
-                Ok(warden_runner::session::peek_bytes(
-                    &path,
-                    files::MAX_FILE_BYTES,
-                ))
+        let text = match files::read_text(&self.ws().dir, &path) {
+            Ok(text) => text,
+            Err(FileError::Missing(_)) => {
+                return Err(Failure::not_found(format!(
+                    "no output captured for {id} yet; output appears once `warden run` starts its session"
+                )));
             }
-            Err(e) => Err(e.into()),
-        }
+            // Logs may exceed the TASK.md limit: the last megabyte.
+            Err(FileError::TooLarge(..)) => {
+                warden_runner::session::peek_bytes(&path, files::MAX_FILE_BYTES)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(warden_runner::session::without_end_markers(&text).into_owned())
     }
 
     /// The last `lines` lines of a task's live session (its tmux pane, else its output

@@ -733,6 +733,8 @@ fn follow_log(g: &Global, app: &App, id: &TaskId) -> Result<()> {
                 let _ = Read::by_ref(&mut f).take(len - pos).read_to_end(&mut buf);
                 pos += buf.len() as u64;
                 grew = !buf.is_empty();
+                // The pane's end marker is printed in one write: read in one piece.
+                let buf = warden_runner::session::without_end_markers_in(&buf);
                 if g.json {
                     let line = json!({"id": id, "output": String::from_utf8_lossy(&buf)});
                     let _ = writeln!(out, "{line}");

@@ -2283,6 +2283,44 @@ fn a_detached_process_ends_with_its_tmux_session() {
     a_detached_process_ends_with_its_session("tmux");
 }
 
+/// A session's last line without a newline, then its end: `task log` shows each on a
+/// line of its own, and nothing of tmux's end marker (`^[]6973;…^G` in a file or JSON).
+fn the_end_line_stands_on_its_own(mode: &str) {
+    let p = Project::new(mode);
+    p.ok(&[
+        "task",
+        "create",
+        "x",
+        "--work",
+        "echo first; printf 'no newline'",
+    ]);
+    run_until_done(&p, "x");
+    let log = p.ok(&["task", "log", "x"]);
+    let lines: Vec<&str> = log.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == "no newline")
+        .unwrap_or_else(|| panic!("the last line is its own: {log:?}"));
+    assert!(
+        lines[at + 1].starts_with("--- session x-")
+            && lines[at + 1].ends_with("exited with code 0 ---"),
+        "{log:?}"
+    );
+    assert!(!log.contains('\x1b') && !log.contains('\x07'), "{log:?}");
+    let json = p.json(&["task", "log", "x"]);
+    assert!(!json["output"].as_str().unwrap().contains('\x1b'), "{json}");
+}
+
+#[test]
+fn the_end_line_stands_on_its_own_in_process_mode() {
+    the_end_line_stands_on_its_own("process");
+}
+
+#[test]
+fn the_end_line_stands_on_its_own_in_tmux_mode() {
+    the_end_line_stands_on_its_own("tmux");
+}
+
 /// A tmux session's end is reported twice (the pane's hook and the supervisor's sweep);
 /// what it left running is stopped and noted once. Here the leftover ignores TERM, so
 /// it outlives the first report's TERM for its whole grace: both reports found it, and

@@ -416,11 +416,82 @@ pub(crate) fn append_log(path: &Path) -> Result<File, SessionError> {
 }
 
 /// Appends one line to a log, ignoring failure: it is only ever a note next to the
-/// session's own output, and the exit report matters more than the note.
+/// session's own output, and the exit report matters more than the note. The note
+/// starts a line of its own: output whose last line has no newline (`printf done`)
+/// ran into "--- session … exited" before.
 pub fn note(path: &Path, line: &str) {
-    if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
-        let _ = writeln!(f, "{line}");
+    if let Ok(mut f) = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
+    {
+        let len = f.metadata().map_or(0, |m| m.len());
+        let mut tail = Vec::new();
+        let read = f.seek(SeekFrom::Start(len.saturating_sub(256))).is_ok()
+            && Read::by_ref(&mut f)
+                .take(256)
+                .read_to_end(&mut tail)
+                .is_ok();
+        let sep = if read && !ends_a_line(&tail) {
+            "\n"
+        } else {
+            ""
+        };
+        let _ = writeln!(f, "{sep}{line}");
     }
+}
+
+/// The start of the end marker a tmux pane prints after its program's output (an OSC
+/// sequence, ended by BEL; see `PANE_SCRIPT`).
+pub(crate) const END_MARKER_OSC: &str = "\x1b]6973;";
+
+/// Does a log whose last bytes are `tail` end a line (or is it empty)? A pane's end
+/// marker at the end is not output: the byte before it decides.
+fn ends_a_line(tail: &[u8]) -> bool {
+    let osc = END_MARKER_OSC.as_bytes();
+    let mut t = tail;
+    if t.last() == Some(&0x07)
+        && let Some(at) = t.windows(osc.len()).rposition(|w| w == osc)
+    {
+        t = &t[..at];
+    }
+    t.last().is_none_or(|&b| b == b'\n')
+}
+
+/// A log as a person reads it: the panes' end markers taken out (a terminal ignores
+/// them; a file, a pager or JSON shows them as `^[]6973;…^G`).
+pub fn without_end_markers(text: &str) -> std::borrow::Cow<'_, str> {
+    match without_end_markers_in(text.as_bytes()) {
+        std::borrow::Cow::Borrowed(_) => text.into(),
+        // What is taken out starts at ESC and ends at BEL, so the rest stays UTF-8.
+        std::borrow::Cow::Owned(b) => String::from_utf8_lossy(&b).into_owned().into(),
+    }
+}
+
+/// [`without_end_markers`] on bytes (`task log -f` passes the log's bytes on as read).
+pub fn without_end_markers_in(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let osc = END_MARKER_OSC.as_bytes();
+    let find = |b: &[u8]| b.windows(osc.len()).position(|w| w == osc);
+    if find(bytes).is_none() {
+        return bytes.into();
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while let Some(at) = find(rest) {
+        out.extend_from_slice(&rest[..at]);
+        let after = &rest[at..];
+        match after.iter().position(|&b| b == 0x07) {
+            Some(end) => rest = &after[end + 1..],
+            // Cut short (the log's tail was read mid-marker): kept as it is.
+            None => {
+                out.extend_from_slice(after);
+                rest = &[];
+            }
+        }
+    }
+    out.extend_from_slice(rest);
+    out.into()
 }
 
 pub(crate) fn header(spec: &SessionSpec) -> String {
@@ -575,6 +646,7 @@ pub fn peek_log(log_path: &Path, lines: usize) -> String {
         buf = chunk;
     }
     let text = String::from_utf8_lossy(&buf);
+    let text = without_end_markers(&text);
     let mut all: Vec<&str> = text.lines().collect();
     if start > 0 && !all.is_empty() {
         all.remove(0); // cut in the middle of a line

@@ -102,3 +102,58 @@ fn peek_log_reads_the_tail() {
     check(&path, 1, "b");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_note_starts_a_line_of_its_own() {
+    let dir = std::env::temp_dir().join(format!("warden-note-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("log");
+    let marker = format!("{END_MARKER_OSC}warden:output-ends:s-worker-1\x07");
+    for (before, expected) in [
+        ("", "--- end ---\n"),
+        ("out\n", "out\n--- end ---\n"),
+        ("partial", "partial\n--- end ---\n"),
+        // The pane's end marker is not output: the byte before it decides.
+        (
+            &*format!("out\r\n{marker}"),
+            &*format!("out\r\n{marker}--- end ---\n"),
+        ),
+        (
+            &*format!("partial{marker}"),
+            &*format!("partial{marker}\n--- end ---\n"),
+        ),
+    ] {
+        std::fs::write(&path, before).unwrap();
+        note(&path, "--- end ---");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            expected,
+            "{before:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn end_markers_are_not_shown() {
+    let m = |id: &str| format!("{END_MARKER_OSC}warden:output-ends:{id}\x07");
+    let log = format!("a\r\n{}--- session s exited ---\nb{}\n", m("s"), m("t"));
+    assert_eq!(
+        without_end_markers(&log),
+        "a\r\n--- session s exited ---\nb\n"
+    );
+    assert!(matches!(
+        without_end_markers("plain\n"),
+        std::borrow::Cow::Borrowed(_)
+    ));
+    // A tail read mid-marker keeps what it has.
+    let cut = format!("x{END_MARKER_OSC}warden:out");
+    assert_eq!(without_end_markers(&cut), cut);
+    // peek reads them out too.
+    let dir = std::env::temp_dir().join(format!("warden-markers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("log");
+    std::fs::write(&path, &log).unwrap();
+    assert_eq!(peek_log(&path, 2), "--- session s exited ---\nb");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -189,12 +189,16 @@ pub(crate) fn pane_died_hook(spec: &SessionSpec) -> Result<String, SessionError>
         "c=#{{?@warden_timed_out,{TIMEOUT_EXIT_CODE},#{{pane_dead_status}}}}; \
          [ -n \"$c\" ] || c=$((128 + #{{?pane_dead_signal,#{{pane_dead_signal}},0}})); \
          s={sid}; w=\"#{{@warden_why}}\"; set --; [ -z \"$w\" ] || set -- --reason \"$w\"; \
+         [ -z \"$(tail -c {before} {log} | head -c 1)\" ] || printf '\\n' >> {log}; \
          printf '%s\\n' \"--- session $s exited with code $c ---\" >> {log}; \
          n=0; while :; do \
          WARDEN_DIR={root} WARDEN_ACTOR=runner {creds}{exe} task exited {task} --session \"$s\" --exit-code \"$c\" \"$@\" \
          > /dev/null 2>> {log}; r=$?; [ $r -eq 4 ] && [ $n -lt 40 ] || break; n=$((n + 1)); sleep 1; done; \
          [ $r -eq 0 ] || printf '%s\\n' \"--- exit report failed with code $r ---\" >> {log}",
         sid = shell_word(&spec.session_id),
+        // The byte before the pane's end marker: a line the output left open is ended
+        // before the exit line (`$(…)` drops a newline, so a newline reads as empty).
+        before = END_MARKER_OSC.len() + end_marker(&spec.session_id).len() + 2,
         root = shell_word(utf8(&spec.project_root)?),
         exe = shell_word(utf8(&spec.warden_exe)?),
         task = shell_word(&spec.task_id),

@@ -262,6 +262,19 @@ pub(crate) fn unstorable_texts_are_refused_before_anything_is_stored(
         &["task", "create", "n7", "--work", ""],
         "task n7: the work is an empty shell command",
     );
+    // Only a comment is as empty to `sh`.
+    refused(
+        &[
+            "task",
+            "create",
+            "n11",
+            "--work",
+            "make",
+            "--postchecks",
+            "# run the tests\n  ",
+        ],
+        "task n11: the postchecks are only a comment (\"# run the tests\"), which runs nothing and always succeeds",
+    );
     refused(
         &["task", "create", "n8", "--agent", " "],
         "task n8: the agent instructions are empty; say what the agent should do",

@@ -480,6 +480,17 @@ pub fn validate_spec(spec: &TaskSpec) -> Result<(), Refusal> {
                 "the {what} {} an empty shell command, which always succeeds; give a command, or leave {what} out",
                 if what.ends_with('s') { "are" } else { "is" },
             ),
+            // `# run the tests` is a comment to `sh`: it runs nothing and succeeds.
+            Some(WorkSpec::Shell(c))
+                if c.lines()
+                    .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) =>
+            {
+                format!(
+                    "the {what} {} only a comment ({:?}), which runs nothing and always succeeds; give a command, or leave {what} out",
+                    if what.ends_with('s') { "are" } else { "is" },
+                    c.trim().lines().next().unwrap_or_default(),
+                )
+            }
             Some(WorkSpec::Agent(a)) if a.trim().is_empty() => {
                 "the agent instructions are empty; say what the agent should do".to_owned()
             }

@@ -1053,6 +1053,23 @@ fn an_evidence_file_must_stay_inside_the_project() {
     }
 }
 
+#[test]
+fn a_check_that_runs_nothing_is_refused() {
+    for (cmd, ok) in [
+        ("make test", true),
+        ("# build\nmake", true),
+        ("make # and test", true),
+        ("", false),
+        ("  \n ", false),
+        ("# make test", false),
+        ("  # one\n\n# two\n", false),
+    ] {
+        let mut spec = TaskSpec::new(TaskId::new("t1").unwrap(), WorkflowKind::Direct, 3);
+        spec.spec.postchecks = Some(WorkSpec::Shell(cmd.into()));
+        assert_eq!(validate_spec(&spec).is_ok(), ok, "{cmd:?}");
+    }
+}
+
 /// A worker that leaves an HTML comment or a code fence open after its own "## Review
 /// PASS" would have the reviewer's appended "## Review FAIL" read as the text of its
 /// PASS (and an open one before a reviewer's PASS would hide it). Such a file passes no

@@ -2193,6 +2193,20 @@ fn a_session_that_vanished_after_it_started_is_charged(mode: &str) {
         [(Value::from("current"), Value::from(128))],
         "{history}"
     );
+    // The log says how it ended: nothing else wrote its end.
+    let log = p.ok(&["task", "log", "v"]);
+    let gone = if mode == "tmux" {
+        "its tmux pane was gone (killed, or the tmux server was)"
+    } else {
+        "its host process was gone"
+    };
+    assert_eq!(
+        log.lines().last(),
+        Some(&*format!(
+            "--- session {sid} ended unseen: {gone}; exit code unknown (recorded as 128) ---"
+        )),
+        "{log}"
+    );
     // Nothing of it runs on: its program outlived the tmux server (the pane's script
     // traps HUP), and a respawn would have put a second one beside it.
     assert_eq!(

@@ -196,6 +196,22 @@ impl Step<'_> {
                 let code = recorded
                     .or(pane.as_ref().and_then(|p| p.dead_status))
                     .unwrap_or(schedule::UNKNOWN_EXIT);
+                // Nothing wrote its end in the log (a pane's hook, a host): the log
+                // stopped mid-output, and `task log` gave no hint why.
+                if recorded.is_none() && pane.is_none() {
+                    let gone = match self.opts.mode {
+                        super::Mode::Tmux => {
+                            "its tmux pane was gone (killed, or the tmux server was)"
+                        }
+                        super::Mode::Process => "its host process was gone",
+                    };
+                    session::note(
+                        &self.eng().ws.output_log(id),
+                        &format!(
+                            "--- session {session} ended unseen: {gone}; exit code unknown (recorded as {code}) ---"
+                        ),
+                    );
+                }
                 let report = ExitReport {
                     session: Some(session.clone()),
                     exit_code: Some(code),

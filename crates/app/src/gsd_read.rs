@@ -248,17 +248,22 @@ impl Walk {
             return None;
         }
         match files::read_text(base, path) {
-            // No task, prompt or store can carry a NUL: the file is not read, as one
-            // that is not UTF-8 (one bad plan stopped the whole sync, naming its task).
+            // No task, prompt or store can carry a NUL, and one in a plan's text stopped
+            // the whole sync, naming its task. Real plans hold them (a regex quoted
+            // with its control characters typed out): each is replaced, and said so.
             Ok(text) if let Some(at) = text.find('\0') => {
+                let n = text.matches('\0').count();
                 self.warn(
-                    WarningKind::NotRead,
+                    WarningKind::NulReplaced,
                     rel,
                     format!(
-                        "not read: this file contains a NUL character (byte offset {at}); remove it"
+                        "this file contains {n} NUL character{} (the first at byte offset {at}); read with each replaced by U+FFFD",
+                        if n == 1 { "" } else { "s" }
                     ),
                 );
-                None
+                let text = text.replace('\0', "\u{fffd}");
+                self.bytes += text.len() as u64;
+                Some(text)
             }
             Ok(text) => {
                 self.bytes += text.len() as u64;
@@ -352,7 +357,10 @@ mod tests {
         let get = |p: &str| l.files.iter().find(|(x, _)| x == p).unwrap().1.clone();
         assert_eq!(get("big.md"), None);
         assert_eq!(get("bad.md"), None);
-        assert_eq!(get("nul.md"), None);
+        assert_eq!(
+            get("nul.md").as_deref(),
+            Some("# A plan\n\nbinary \u{fffd} junk\n")
+        );
         let k = kinds(&l);
         assert!(
             k.contains(&(WarningKind::NotRead, "big.md".into())),
@@ -363,7 +371,7 @@ mod tests {
             "{k:?}"
         );
         assert!(
-            k.contains(&(WarningKind::NotRead, "nul.md".into())),
+            k.contains(&(WarningKind::NulReplaced, "nul.md".into())),
             "{k:?}"
         );
         assert!(k.contains(&(WarningKind::Limit, "a/b/c".into())), "{k:?}");

@@ -338,6 +338,9 @@ pub enum WarningKind {
     /// A plan the roadmap ticks as done that has no summary: GSD's completion is the
     /// SUMMARY.md, so it is counted open and will run.
     RoadmapSaysDone,
+    /// A file holding NUL characters, which no task, prompt or store can carry: read
+    /// with each replaced by U+FFFD.
+    NulReplaced,
 }
 
 /// Where a file sits in the tree.

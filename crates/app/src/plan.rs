@@ -361,6 +361,10 @@ impl App {
                     }
                 }
                 before.sort_by(|a, b| a.id().cmp(b.id()));
+                // Refused before merge-ri could put the work on the base branch.
+                if let Ok(at) = before.binary_search_by(|t| t.id().cmp(&selected)) {
+                    plan_ops::may_finish(&before[at], &update).map_err(Failure::from)?;
+                }
                 // Reaching done goes through merge-ri on every path: the work of a task the
                 // apply finishes reaches the base branch (idempotent when decided again).
                 let mut merged = std::collections::BTreeMap::new();

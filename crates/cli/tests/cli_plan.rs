@@ -304,7 +304,8 @@ fn import_from_stdin_and_initial_runner_fields() {
 fn export_round_trips_through_import() {
     let a = Workspace::new("export-a");
     assert_eq!(crate::common::code(&import(&a, "plan.json", PLAN_JSON)), 0);
-    // Some runner state worth carrying: a passed leaf and a charged attempt.
+    // Some runner state worth carrying: a passed leaf and a charged attempt. (The agent's
+    // task `api` is finished through its review; plan apply finishes the shell task.)
     let tree = a.write("tree.json", serde_json::to_string(&export(&a)).unwrap());
     let tree = tree.to_str().unwrap();
     a.ok(&[
@@ -312,7 +313,7 @@ fn export_round_trips_through_import() {
         "apply",
         tree,
         "--selected",
-        "api",
+        "docs",
         "--status",
         "done",
         "--guard",
@@ -348,8 +349,9 @@ fn export_round_trips_through_import() {
             assert!(n.get(key).is_some(), "export lacks {key}: {n}");
         }
     }
+    let docs = nodes.iter().find(|n| n["id"] == "docs").unwrap();
+    assert_eq!(docs["passes"], true);
     let api = nodes.iter().find(|n| n["id"] == "api").unwrap();
-    assert_eq!(api["passes"], true);
     assert_eq!(api["agent"], "Build the API");
     let ui = nodes.iter().find(|n| n["id"] == "ui").unwrap();
     assert_eq!(ui["attempts"], 1);
@@ -373,7 +375,7 @@ fn export_round_trips_through_import() {
         "export → import → export is the identity"
     );
     assert_eq!(
-        b.show("api")["status"],
+        b.show("docs")["status"],
         "done",
         "a node imported with passes starts done"
     );
@@ -954,6 +956,76 @@ fn a_stale_file_removes_nothing_it_did_not_see() {
     assert_eq!(v["removed"], json!(["c"]));
     assert_eq!(v["created"], json!([]));
     assert_eq!(ws.show("urgent")["status"], "pending");
+    ws.check_ok();
+}
+
+/// `plan apply --status done --guard pass` is a runner's decision, but not one past
+/// what the store knows: a task waiting on an unfinished dependency, a stuck one, and
+/// an agent's work its reviewer has not passed are refused, nothing written (merge-ri
+/// included). Before, an orchestrator finished all three on its word.
+#[test]
+fn a_done_apply_finishes_nothing_the_store_says_is_not_ready() {
+    let ws = Workspace::new("applydone");
+    let plan = r#"{"tasks": [
+      {"id": "base", "work": "true"},
+      {"id": "dep", "work": "true", "depends_on": ["base"]},
+      {"id": "spent", "work": "true", "max_attempts": 1},
+      {"id": "rvw", "agent": "Build it"}
+    ]}"#;
+    assert_eq!(crate::common::code(&import(&ws, "plan.json", plan)), 0);
+    let f = write_tree(&ws, "t.json", |_| {});
+    ws.ok(&[
+        "plan",
+        "apply",
+        &f,
+        "--selected",
+        "spent",
+        "--status",
+        "retry",
+    ]);
+    assert_eq!(ws.show("spent")["status"], "stuck");
+    ws.ok(&["task", "update", "rvw", "--status", "working"]);
+    let done = |id: &str| {
+        let f = write_tree(&ws, "t.json", |_| {});
+        let args = [
+            "plan",
+            "apply",
+            &f,
+            "--selected",
+            id,
+            "--status",
+            "done",
+            "--guard",
+            "pass",
+        ];
+        ws.run(&args)
+    };
+    let stored = || (ws.tasks(), text(&ws.ok(&["--json", "history"]).stdout));
+    let before = stored();
+    for (id, why) in [
+        (
+            "dep",
+            "plan apply cannot finish task dep: it depends on base, which is pending; finish that first",
+        ),
+        (
+            "spent",
+            "plan apply cannot finish task spent: it is stuck (its attempts are used up); a person runs it again first: warden task retry spent",
+        ),
+        (
+            "rvw",
+            "plan apply cannot finish task rvw: it is in the review workflow and working, so done would skip its review",
+        ),
+    ] {
+        let o = done(id);
+        assert_eq!(crate::common::code(&o), 1, "{id}: {}", text(&o.stderr));
+        assert!(err_line(&o).contains(why), "{id}: {}", err_line(&o));
+        assert_eq!(stored(), before, "{id}: nothing written");
+    }
+    // What the store allows: the dependency first, then the task that waited on it.
+    for id in ["base", "dep"] {
+        assert_eq!(crate::common::code(&done(id)), 0, "{id}");
+        assert_eq!(ws.show(id)["status"], "done", "{id}");
+    }
     ws.check_ok();
 }
 

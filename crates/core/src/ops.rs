@@ -263,6 +263,14 @@ pub enum Refusal {
         /// Its status.
         status: Status,
     },
+    /// `plan apply` would finish a task the store says may not be finished yet.
+    #[error("plan apply cannot finish task {id}: {why}")]
+    ApplyDone {
+        /// The selected task.
+        id: String,
+        /// Why, and what to do instead.
+        why: String,
+    },
     /// A task spec is invalid.
     #[error("{0}")]
     InvalidSpec(String),

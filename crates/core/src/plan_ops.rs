@@ -48,6 +48,9 @@ pub fn plan_applied(
         .into_iter()
         .map(|id| (id, ()))
         .collect();
+    if let Some(t) = stored(selected) {
+        may_finish(t, update)?;
+    }
     let mut kinds: BTreeMap<TaskId, Vec<EventKind>> = BTreeMap::new();
     for n in &update.nodes {
         let id = &n.spec.id;
@@ -143,6 +146,63 @@ pub fn plan_applied(
             Change::build(before, &id, k, ctx, Outcome::Applied)
         })
         .collect()
+}
+
+/// `plan apply --status done --guard pass` finishes the selected leaf on its guard's
+/// outcome: a runner's decision, exempt from the transition map (DESIGN 2.3), but not
+/// past what the store knows of the task. Refused (nothing written, and checked before
+/// `merge-ri` runs) when the task is stuck (a person's `task retry` comes first), when
+/// it is an agent's work in the review workflow that its reviewer has not passed (the
+/// apply would skip the review: only a `reviewing` task, which a person may approve, is
+/// finished),
+/// or when a task it depends on is not done (`plan next` would never have named it).
+/// Before, an orchestrator's apply finished a pending task whose dependency was still
+/// pending, and one whose `## Review` said FAIL.
+pub fn may_finish(task: &Task, update: &TreeUpdate) -> Result<(), Refusal> {
+    let id = task.id();
+    if !update
+        .lifecycle
+        .iter()
+        .any(|(lid, _, to)| lid == id && *to == Status::Done)
+    {
+        return Ok(());
+    }
+    let refuse = |why: String| {
+        Err(Refusal::ApplyDone {
+            id: id.to_string(),
+            why,
+        })
+    };
+    let status = task.status();
+    if status == Status::Stuck {
+        return refuse(format!(
+            "it is stuck (its attempts are used up); a person runs it again first: warden task retry {id}"
+        ));
+    }
+    // A review with a reviewer: an agent's work in the review workflow (a node with no
+    // work, seed 000's plain node, has no session to review and its runner decides).
+    let reviewed = task.spec.workflow == crate::model::WorkflowKind::Review
+        && matches!(task.spec.spec.work, Some(crate::model::WorkSpec::Agent(_)));
+    if reviewed && status != Status::Reviewing {
+        return refuse(format!(
+            "it is in the review workflow and {status}, so done would skip its review; it reaches done through `warden task complete`, a reviewer's PASS and `warden task approve {id}`"
+        ));
+    }
+    let deps = &task.spec.depends_on;
+    if !deps.is_empty() {
+        let open = update
+            .nodes
+            .iter()
+            .filter(|n| deps.contains(&n.spec.id) && n.status != Status::Done)
+            .min_by(|a, b| a.spec.id.cmp(&b.spec.id));
+        if let Some(d) = open {
+            return refuse(format!(
+                "it depends on {}, which is {}; finish that first (`warden plan next` names what is ready)",
+                d.spec.id, d.status
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The stored tasks [`plan_applied`] reads for `update`: those with events (tamper

@@ -622,6 +622,50 @@ async fn an_agent_may_touch_only_its_own_task_and_roles_transitions() {
     c.cancel().await.expect("close");
 }
 
+/// A session started by hand (`warden mcp --role agent --task ID`, no `WARDEN_ROLE`)
+/// keeps the role its task's status called for when it started. Before, the role
+/// followed the status: the worker that completed the task was its reviewer a call
+/// later, wrote `## Review PASS` and passed its own work.
+#[tokio::test]
+async fn a_hand_started_session_keeps_its_role() {
+    let ws = Workspace::new("mcp-fixed-role");
+    ws.create("api", &["--agent", "Build the API"]);
+    ws.to("api", "working");
+    let worker = connect(&ws, &["--role", "agent", "--task", "api"], &[]).await;
+    ws.handoff("api");
+    assert_eq!(
+        ok(&call(&worker, "task_complete", json!({})).await)["status"],
+        "agent-review"
+    );
+    ws.review("api", "PASS");
+    let r = call(
+        &worker,
+        "task_update_status",
+        json!({"status": "reviewing"}),
+    )
+    .await;
+    assert!(
+        refusal(&r).contains("a worker may request only agent-review, clarification"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(ws.show("api")["status"], "agent-review");
+    worker.cancel().await.expect("close");
+    // A session started for the review is its reviewer.
+    let reviewer = connect(&ws, &["--role", "agent", "--task", "api"], &[]).await;
+    assert_eq!(
+        ok(&call(
+            &reviewer,
+            "task_update_status",
+            json!({"status": "reviewing"})
+        )
+        .await)["status"],
+        "reviewing"
+    );
+    reviewer.cancel().await.expect("close");
+    ws.check_ok();
+}
+
 #[tokio::test]
 async fn task_list_answers_in_pages_that_follow_on() {
     let ws = Workspace::new("mcp-pages");

@@ -204,6 +204,7 @@ impl WardenServer {
             Actor::Person
         };
         let app = App::open(ws.clone(), actor)?;
+        let mut session = session;
         let task = match (role, task) {
             (Role::Agent, None) => {
                 return Err(Failure::usage(
@@ -211,7 +212,14 @@ impl WardenServer {
                 ));
             }
             (Role::Agent, Some(t)) => {
-                app.get(&t)?;
+                let status = app.get(&t)?.status();
+                // Without `WARDEN_ROLE` (a session started by hand) the role is the one
+                // the task's status calls for now, kept for the server's life. Before,
+                // it followed the status: the worker that completed the task was its
+                // reviewer a call later and passed its own work.
+                session.get_or_insert(
+                    warden_core::ops::role_for(status).unwrap_or(SessionRole::Worker),
+                );
                 Some(t)
             }
             (Role::Orchestrator, t) => t,
@@ -318,8 +326,8 @@ impl WardenServer {
         }
     }
 
-    /// The agent's session role: `WARDEN_ROLE`, else the role its task's status calls
-    /// for, else worker.
+    /// The agent's session role: `WARDEN_ROLE`, else the one its task's status called
+    /// for when the server started (see `new`), else the status's now, else worker.
     async fn session_role(&self, id: &TaskId) -> SessionRole {
         if let Some(r) = self.inner.session {
             return r;

@@ -598,7 +598,9 @@ fn verdict_name(v: Option<Verdict>) -> &'static str {
     match v {
         Some(Verdict::Pass) => "PASS",
         Some(Verdict::Fail) => "FAIL",
-        None => "no verdict",
+        None => {
+            "no verdict; begin a line with PASS or FAIL, not after a negation such as \"not PASS\""
+        }
     }
 }
 

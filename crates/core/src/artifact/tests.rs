@@ -193,6 +193,18 @@ fn verdicts() {
     check_verdict("x<!-- -->PASS", Some(Pass));
     // Code counts (the seed's rule reads every line).
     check_verdict("```\nFAIL\n```\nPASS", Some(Fail));
+    // A token after a negation on its line is no verdict: the next line decides.
+    check_verdict("NOT PASS: tests are missing", None);
+    check_verdict("Does not PASS; FAIL", None);
+    check_verdict("No FAIL found, PASS", None);
+    check_verdict("Don't PASS this", None);
+    check_verdict("This doesn\u{2019}t PASS", None);
+    check_verdict("Nothing passes; it cannot PASS as is", None);
+    check_verdict("NOT PASS\nFAIL: the tests are missing\n", Some(Fail));
+    check_verdict("No issues found.\nPASS\n", Some(Pass));
+    check_verdict("<!-- not --> PASS", Some(Pass));
+    check_verdict("PASS: nothing is missing, no FAIL", Some(Pass));
+    check_verdict("Notable: PASS", Some(Pass));
 }
 
 #[test]
@@ -207,12 +219,26 @@ fn verdict_wire_names() {
 
 /// An independent reading of the rule for text without comments: split into words.
 fn oracle(s: &str) -> Option<Verdict> {
-    s.split(|c: char| !is_word_char(c))
-        .find_map(|w| match w.to_ascii_lowercase().as_str() {
-            "pass" => Some(Verdict::Pass),
-            "fail" => Some(Verdict::Fail),
-            _ => None,
+    // Line by line, word by word: a token decides unless a negation came before it on
+    // its line, which makes the line no verdict line.
+    s.lines().find_map(|line| {
+        let words: Vec<String> = line
+            .split(|c: char| !is_word_char(c))
+            .map(str::to_ascii_lowercase)
+            .collect();
+        let at = words.iter().position(|w| w == "pass" || w == "fail")?;
+        let negation = [
+            "not", "no", "never", "nor", "cannot", "without", "neither", "none",
+        ];
+        if words[..at].iter().any(|w| negation.contains(&w.as_str())) {
+            return None;
+        }
+        Some(if words[at] == "pass" {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
         })
+    })
 }
 
 // ----- artifacts ------------------------------------------------------------------

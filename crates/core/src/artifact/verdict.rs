@@ -1,5 +1,5 @@
 //! The review verdict: the first PASS or FAIL token on the first line of `## Review`
-//! that holds one.
+//! that holds one, not after a negation.
 
 #[allow(unused_imports)]
 use super::*;
@@ -54,11 +54,43 @@ impl<'de> Deserialize<'de> for Verdict {
 /// `_`) on either side, like the seed's `/\b(PASS|FAIL)\b/i`: `**PASS**` and `FAIL:` count,
 /// `PASSED`, `bypass`, `passes` and `FAIL_X` do not. Text inside HTML comments does not
 /// count, so a template's `<!-- write PASS or FAIL -->` is no verdict; code blocks do count.
+///
+/// Beyond the seed: a line whose first token follows a negation on that line ("NOT
+/// PASS: tests are missing", "No FAIL found, PASS", "Don't PASS this") is no verdict
+/// line, and the next line with a token decides. Before, those read as the token they
+/// negate: a reviewer's "NOT PASS" passed the review.
 pub fn verdict(review_content: &str) -> Option<Verdict> {
-    visible(review_content).find_map(first_token)
+    // The visible text, a comment standing for a space (as the parts were read apart).
+    let mut text = String::with_capacity(review_content.len());
+    for (k, part) in visible(review_content).enumerate() {
+        if k > 0 {
+            text.push(' ');
+        }
+        text.push_str(part);
+    }
+    text.lines().find_map(|line| {
+        let (at, v) = first_token(line)?;
+        (!negated(&line[..at])).then_some(v)
+    })
 }
 
-pub(crate) fn first_token(s: &str) -> Option<Verdict> {
+/// Does `before` (the text before a line's first token) hold a negation word?
+pub(crate) fn negated(before: &str) -> bool {
+    before
+        .to_lowercase()
+        .replace('\u{2019}', "'")
+        .split(|c: char| !(is_word_char(c) || c == '\''))
+        .any(|w| {
+            matches!(
+                w,
+                "not" | "no" | "never" | "nor" | "cannot" | "without" | "neither" | "none"
+            ) || w.ends_with("n't")
+                || matches!(w, "dont" | "doesnt" | "isnt" | "cant" | "wont" | "didnt")
+        })
+}
+
+/// The first PASS or FAIL token of `s` and its byte offset.
+pub(crate) fn first_token(s: &str) -> Option<(usize, Verdict)> {
     let b = s.as_bytes();
     let mut i = 0;
     while i + 4 <= b.len() {
@@ -78,7 +110,7 @@ pub(crate) fn first_token(s: &str) -> Option<Verdict> {
                 && !s[..i].chars().next_back().is_some_and(is_word_char)
                 && !s[i + 4..].chars().next().is_some_and(is_word_char)
             {
-                return found;
+                return found.map(|v| (i, v));
             }
         }
         i += 1;

@@ -70,11 +70,21 @@ impl Bucket {
     }
 }
 
+/// One client address's buckets: every request it makes that is let through, its
+/// actions among them, and the requests refused by the policy (charged apart, so
+/// another's refused requests from the same address never use up its own).
+#[derive(Debug, Clone, Copy)]
+struct Buckets {
+    all: Bucket,
+    actions: Bucket,
+    refused: Bucket,
+}
+
 /// The buckets of every client address seen recently.
 #[derive(Debug)]
 pub struct Limiter {
     rates: Rates,
-    buckets: Mutex<HashMap<IpAddr, (Bucket, Bucket)>>,
+    buckets: Mutex<HashMap<IpAddr, Buckets>>,
 }
 
 /// Addresses remembered before idle ones are forgotten.
@@ -93,15 +103,33 @@ impl Limiter {
     /// client is over its rate.
     pub fn allow(&self, ip: IpAddr, action: bool, now: Instant) -> bool {
         let r = self.rates;
+        self.with(ip, now, |b| {
+            b.all.take(now, r.per_second, r.burst)
+                && (!action || b.actions.take(now, r.actions_per_second, r.action_burst))
+        })
+    }
+
+    /// Takes a token for a request the policy refused; false when the address is over
+    /// its rate of refusals (which then get 429).
+    pub fn allow_refused(&self, ip: IpAddr, now: Instant) -> bool {
+        let r = self.rates;
+        self.with(ip, now, |b| b.refused.take(now, r.per_second, r.burst))
+    }
+
+    fn with(&self, ip: IpAddr, now: Instant, take: impl FnOnce(&mut Buckets) -> bool) -> bool {
+        let r = self.rates;
         let mut map = match self.buckets.lock() {
             Ok(m) => m,
             Err(p) => p.into_inner(),
         };
         if map.len() >= MAX_CLIENTS && !map.contains_key(&ip) {
             // Forget the clients whose buckets are full again (idle long enough).
-            map.retain(|_, (b, _)| {
-                let idle = now.duration_since(b.at).as_secs_f64() * f64::from(r.per_second);
-                b.tokens + idle < f64::from(r.burst)
+            map.retain(|_, b| {
+                let full = |b: &Bucket| {
+                    let idle = now.duration_since(b.at).as_secs_f64() * f64::from(r.per_second);
+                    b.tokens + idle >= f64::from(r.burst)
+                };
+                !(full(&b.all) && full(&b.refused))
             });
             if map.len() >= MAX_CLIENTS {
                 return false;
@@ -111,13 +139,12 @@ impl Limiter {
             tokens: f64::from(burst),
             at: now,
         };
-        let (all, actions) = map
-            .entry(ip)
-            .or_insert_with(|| (full(r.burst), full(r.action_burst)));
-        if !all.take(now, r.per_second, r.burst) {
-            return false;
-        }
-        !action || actions.take(now, r.actions_per_second, r.action_burst)
+        let b = map.entry(ip).or_insert_with(|| Buckets {
+            all: full(r.burst),
+            actions: full(r.action_burst),
+            refused: full(r.burst),
+        });
+        take(b)
     }
 }
 
@@ -206,15 +233,35 @@ pub async fn guard(
 
 async fn check(policy: &Policy, peer: SocketAddr, req: Request, next: Next) -> Response {
     let action = req.method() != Method::GET && req.method() != Method::HEAD;
-    if !policy.limiter.allow(peer.ip(), action, Instant::now()) {
-        let mut r = refuse(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many requests from this address; wait a moment",
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return r;
+    // A refused request is charged to a bucket of its own: on loopback every client is
+    // 127.0.0.1, and a page on another site that kept posting blind, refused actions
+    // used up the person's own requests (every action, the page and its live stream
+    // got 429).
+    if let Some(refused) = refusal(policy, &req, action) {
+        if !policy.limiter.allow_refused(peer.ip(), Instant::now()) {
+            return too_many();
+        }
+        return refused;
     }
+    if !policy.limiter.allow(peer.ip(), action, Instant::now()) {
+        return too_many();
+    }
+    next.run(req).await
+}
+
+fn too_many() -> Response {
+    let mut r = refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many requests from this address; wait a moment",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+/// The answer to a request the policy refuses (or the redirect that sets the token's
+/// cookie), or `None` when it may reach its handler.
+fn refusal(policy: &Policy, req: &Request, action: bool) -> Option<Response> {
     let headers = req.headers();
     let host = headers
         .get(header::HOST)
@@ -224,13 +271,13 @@ async fn check(policy: &Policy, peer: SocketAddr, req: Request, next: Next) -> R
     if let Some(hosts) = &policy.hosts
         && !hosts.contains(&host)
     {
-        return refuse(
+        return Some(refuse(
             StatusCode::FORBIDDEN,
             format!(
                 "this console answers only to {}; open it by that address",
                 hosts.first().map_or("its own address", String::as_str)
             ),
-        );
+        ));
     }
     if let Some(token) = &policy.token {
         let given = policy.token_of(headers);
@@ -249,12 +296,12 @@ async fn check(policy: &Policy, peer: SocketAddr, req: Request, next: Next) -> R
                 if let Ok(v) = HeaderValue::from_str(&cookie) {
                     r.headers_mut().insert(header::SET_COOKIE, v);
                 }
-                return r;
+                return Some(r);
             }
-            return refuse(
+            return Some(refuse(
                 StatusCode::UNAUTHORIZED,
                 "this console needs its access token: open the URL `warden serve` printed (…/?token=…) or send `Authorization: Bearer TOKEN`",
-            );
+            ));
         }
     }
     // A page on another site may link to the console, but never read from it or act.
@@ -264,10 +311,10 @@ async fn check(policy: &Policy, peer: SocketAddr, req: Request, next: Next) -> R
         .unwrap_or("none");
     let navigation = req.method() == Method::GET && req.uri().path() == "/";
     if !matches!(site, "same-origin" | "none") && !navigation {
-        return refuse(
+        return Some(refuse(
             StatusCode::FORBIDDEN,
             format!("a {site} request is refused; use the console's own page"),
-        );
+        ));
     }
     if action {
         let csrf_ok = headers
@@ -275,18 +322,18 @@ async fn check(policy: &Policy, peer: SocketAddr, req: Request, next: Next) -> R
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| same_secret(v, &policy.csrf));
         if !csrf_ok {
-            return refuse(
+            return Some(refuse(
                 StatusCode::FORBIDDEN,
                 "this action lacks the console's CSRF header; act from the console's page (reload it if the server restarted)",
-            );
+            ));
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let expected = format!("http://{host}");
             if origin.to_str().ok().map(|o| o.to_ascii_lowercase()) != Some(expected) {
-                return refuse(
+                return Some(refuse(
                     StatusCode::FORBIDDEN,
                     "this action comes from another origin and is refused",
-                );
+                ));
             }
         }
         let json = headers
@@ -298,10 +345,10 @@ async fn check(policy: &Policy, peer: SocketAddr, req: Request, next: Next) -> R
                     .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
             });
         if !json {
-            return refuse(
+            return Some(refuse(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "an action's body must be JSON (Content-Type: application/json)",
-            );
+            ));
         }
         let too_long = headers
             .get(header::CONTENT_LENGTH)
@@ -309,13 +356,13 @@ async fn check(policy: &Policy, peer: SocketAddr, req: Request, next: Next) -> R
             .and_then(|v| v.parse::<u64>().ok())
             .is_some_and(|n| n > MAX_BODY as u64);
         if too_long {
-            return refuse(
+            return Some(refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("the request body is over {MAX_BODY} bytes"),
-            );
+            ));
         }
     }
-    next.run(req).await
+    None
 }
 
 /// Headers every answer carries: only the console's own scripts, styles and

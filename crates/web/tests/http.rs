@@ -558,6 +558,42 @@ fn rates_are_bounded_per_address() {
     assert_eq!(r.error(), (2, true));
 }
 
+/// Requests the policy refuses are charged apart: on loopback every client shares
+/// 127.0.0.1, and a page on another site posting blind, refused actions used up the
+/// person's own rate (every action, the page and its stream got 429).
+#[test]
+fn refused_requests_do_not_use_up_the_persons_rate() {
+    let f = Fixture::new(|o| {
+        o.rates = Rates {
+            per_second: 1,
+            burst: 3,
+            actions_per_second: 1,
+            action_burst: 1,
+        }
+    });
+    let flood: Vec<u16> = (0..20)
+        .map(|_| {
+            f.post(
+                "/api/tasks/a/cancel",
+                &[
+                    ("Content-Type", "text/plain"),
+                    ("Origin", "http://evil.example"),
+                ],
+                "{}",
+            )
+            .status
+        })
+        .collect();
+    assert_eq!(&flood[..3], &[403, 403, 403], "{flood:?}");
+    assert!(flood[3..].iter().all(|&s| s == 429), "{flood:?}");
+    // The page and the person's action go through (a GET for the page, one for the
+    // action's CSRF secret, the action).
+    assert_eq!(f.get("/api/tasks/a", &[]).status, 200);
+    let r = f.act("a", "cancel", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(f.status("a"), Status::Cancelled);
+}
+
 #[test]
 fn task_md_is_escaped() {
     let f = Fixture::new(|_| {});

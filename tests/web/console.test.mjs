@@ -296,7 +296,13 @@ test('the output tail streams while the detail pane is open', async () => {
 test('approve through the page makes the task done in the store', async () => {
   const { page } = await open(ctx, srv.info.url);
   await selectTask(page, 'signup');
+  // The approve names the version the page shows: a round reviewed again meanwhile is
+  // refused by the server (crates/web/tests/http.rs), not approved unseen.
+  const shown = show(ws, 'signup').version;
+  const sent = page.waitForRequest((r) => r.url().endsWith('/api/tasks/signup/approve'));
   await page.click('#actions button[data-action="approve"]');
+  const body = JSON.parse((await sent).postData());
+  assert(body.version === shown, `approve sent ${JSON.stringify(body)}, the page showed version ${shown}`);
   const t = await toast(page);
   assert(t.includes('signup: reviewing → done'), `toast: ${t}`);
   const task = show(ws, 'signup');

@@ -82,8 +82,21 @@ impl App {
     /// transition; a failed merge refuses and leaves the task in review). Any other
     /// status is refused (exit 1).
     pub fn approve(&self, id: &TaskId) -> Result<Answer> {
+        self.approve_seen(id, None)
+    }
+
+    /// [`App::approve`] of the task as the person saw it: with `seen` (the version a
+    /// page showed), refused when the task changed since (a rejected round re-reviewed
+    /// meanwhile would otherwise be approved unseen).
+    pub fn approve_seen(&self, id: &TaskId, seen: Option<u64>) -> Result<Answer> {
         self.refuse_group(id, crate::task::OnGroup::Approve)?;
-        self.decide_review(id, Status::Done, "approved by a person".into(), "approved")
+        self.decide_review(
+            id,
+            Status::Done,
+            "approved by a person".into(),
+            "approved",
+            seen,
+        )
     }
 
     /// Rejects a task in `reviewing`: it goes back to `working` with `reason` in its
@@ -91,6 +104,11 @@ impl App {
     /// task's feedback until the task leaves `working`) — one write. A blank or
     /// over-long reason is a usage error (exit 2); any status but `reviewing` is refused.
     pub fn reject(&self, id: &TaskId, reason: &str) -> Result<Answer> {
+        self.reject_seen(id, reason, None)
+    }
+
+    /// [`App::reject`] of the task as the person saw it (see [`App::approve_seen`]).
+    pub fn reject_seen(&self, id: &TaskId, reason: &str, seen: Option<u64>) -> Result<Answer> {
         self.refuse_group(id, crate::task::OnGroup::Reject)?;
         let reason = reason.trim();
         if reason.is_empty() {
@@ -104,14 +122,33 @@ impl App {
             Status::Working,
             format!("rejected by a person: {reason}"),
             "rejected",
+            seen,
         )
     }
 
     /// One write: the transition from `reviewing` to `to`, refused under the lock when
     /// the task is anywhere else.
-    fn decide_review(&self, id: &TaskId, to: Status, reason: String, verb: &str) -> Result<Answer> {
+    fn decide_review(
+        &self,
+        id: &TaskId,
+        to: Status,
+        reason: String,
+        verb: &str,
+        seen: Option<u64>,
+    ) -> Result<Answer> {
         let shown = self.task_file_shown(id);
         let written = self.eng.write_task(id, None, |t, doc| {
+            // Under the task's lock: nothing can change it between this look and the write.
+            if let Some(seen) = seen
+                && t.version() != seen
+            {
+                return Err(Failure::refused(format!(
+                    "{id} changed since you looked at it (version {seen}, now {}, {}); look at it again before it is {verb}",
+                    t.version(),
+                    t.status()
+                ))
+                .into());
+            }
             if t.status() != Status::Reviewing {
                 return Err(not_in_review(id, t.status(), verb).into());
             }

@@ -147,6 +147,9 @@ fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
 #[serde(deny_unknown_fields)]
 struct ActionBody {
     reason: Option<String>,
+    /// The task's version the page showed: an approve or reject of a task that changed
+    /// since is refused.
+    version: Option<u64>,
 }
 
 /// What an action answers: one line saying what happened, and the task after it.
@@ -179,8 +182,10 @@ async fn act(
         .pool
         .run(move |app| {
             let answer = match action.as_str() {
-                "approve" => app.approve(&id)?,
-                "reject" => app.reject(&id, body.reason.as_deref().unwrap_or(""))?,
+                "approve" => app.approve_seen(&id, body.version)?,
+                "reject" => {
+                    app.reject_seen(&id, body.reason.as_deref().unwrap_or(""), body.version)?
+                }
                 "retry" => app.retry(&id, &RetryTask::default())?,
                 "respawn" => app.respawn(&id)?,
                 "cancel" => app.transition(&Transition {

@@ -484,6 +484,50 @@ fn approve_and_reject_act_through_the_app_layer() {
     );
 }
 
+/// An approve carries the version the page showed: a task rejected and reviewed again
+/// meanwhile (a round the person never saw) is refused, nothing written; the round
+/// shown is approved.
+#[test]
+fn an_approve_is_of_the_round_the_person_saw() {
+    let f = Fixture::new(|_| {});
+    let seen = f.get("/api/tasks/rev", &[]).json()["task"]["version"]
+        .as_u64()
+        .unwrap();
+    let rev = TaskId::new("rev").unwrap();
+    f.app.reject(&rev, "redo the form").unwrap();
+    for (to, section) in [
+        (Status::AgentReview, "\n## Handoff\nanother change\n"),
+        (Status::Reviewing, "\n## Review\nPASS round 2\n"),
+    ] {
+        let file = f.app.ws().task_file(&rev);
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        text.push_str(section);
+        std::fs::write(&file, text).unwrap();
+        f.app.transition(&Transition::to(rev.clone(), to)).unwrap();
+    }
+    let now = f.get("/api/tasks/rev", &[]).json()["task"]["version"]
+        .as_u64()
+        .unwrap();
+    for (action, verb) in [("approve", "approved"), ("reject", "rejected")] {
+        let r = f.act(
+            "rev",
+            action,
+            &format!(r#"{{"version": {seen}, "reason": "no"}}"#),
+        );
+        assert_eq!(r.status, 422, "{}", r.body);
+        assert_eq!(
+            r.json()["error"]["message"],
+            format!(
+                "rev changed since you looked at it (version {seen}, now {now}, reviewing); look at it again before it is {verb}"
+            )
+        );
+    }
+    assert_eq!(f.status("rev"), Status::Reviewing, "nothing written");
+    let r = f.act("rev", "approve", &format!(r#"{{"version": {now}}}"#));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(f.status("rev"), Status::Done);
+}
+
 #[test]
 fn failures_have_the_documented_statuses() {
     let f = Fixture::new(|_| {});

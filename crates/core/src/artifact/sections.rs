@@ -372,9 +372,11 @@ pub(crate) fn same_name(a: &str, b: &str) -> bool {
         .eq(b.trim().chars().flat_map(char::to_lowercase))
 }
 
-/// Does `s` have something a reader sees: a character that is not whitespace, not an
-/// invisible format character (zero-width space and joiners, word joiner, byte-order
-/// mark, soft hyphen), outside HTML comments and outside code-fence marker lines?
+/// Does `s` have something a reader can read: a letter or digit (of any script; not an
+/// invisible one such as the Hangul fillers), outside HTML comments and outside
+/// code-fence marker lines? Punctuation, rules and symbols alone (`-`, `---`, `>`,
+/// `***`, a control or bidirectional-text character, a blank Braille cell) say nothing:
+/// before, a `## Handoff` of a lone `-` passed the gate.
 ///
 /// A comment runs from `<!--` to the next `-->`; an unterminated one runs to the end. A
 /// line that starts (after indentation) with ```` ``` ```` or `~~~` is a fence marker, info
@@ -384,7 +386,7 @@ pub fn has_content(s: &str) -> bool {
         part.lines().any(|line| {
             let t = line.trim_start();
             !(t.starts_with("```") || t.starts_with("~~~"))
-                && line.chars().any(|c| !c.is_whitespace() && !invisible(c))
+                && line.chars().any(|c| c.is_alphanumeric() && !invisible(c))
         })
     })
 }
@@ -394,6 +396,8 @@ fn invisible(c: char) -> bool {
     matches!(
         c,
         '\u{200B}'..='\u{200F}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}' | '\u{034F}'
+            // Hangul fillers: letters that draw nothing.
+            | '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}'
     )
 }
 

@@ -141,10 +141,20 @@ fn content() {
     check_content("<!-- unterminated\nx\n", false);
     check_content("<!-- a --><!-- b", false);
     check_content("<!---->", false);
-    check_content("<!-- a -->-->", true);
+    check_content("<!-- a -->--> x", true);
     check_content("<!- not a comment -->", true);
-    check_content("-->", true);
+    check_content("--> x", true);
     check_content("<!--> x -->", false);
+    // Something to read: a letter or digit, of any script.
+    for nothing in [
+        "-", "---", ">", "***", "…", "\u{1}", "\u{1b}", "\u{202e}", "\u{2800}", "\u{1160}",
+        "\u{3164}", "-->", "✅",
+    ] {
+        check_content(nothing, false);
+    }
+    for something in ["1", "ok", "é", "完成", "- done", "> 42 tests pass"] {
+        check_content(something, true);
+    }
 }
 
 // ----- verdict --------------------------------------------------------------------

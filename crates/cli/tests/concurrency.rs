@@ -244,6 +244,11 @@ fn kill_9_mid_write_leaves_a_consistent_store_and_no_torn_file() {
 #[test]
 fn concurrent_memory_merges_keep_every_item() {
     let ws = Workspace::new("memconc");
+    // Room for all 80 decisions (a list keeps its newest `max_items`, 50 by default).
+    let cfg = ws.root.join(".warden/warden.toml");
+    let toml = std::fs::read_to_string(&cfg).unwrap();
+    assert!(toml.contains("max_items = 50"), "{toml}");
+    std::fs::write(&cfg, toml.replace("max_items = 50", "max_items = 100")).unwrap();
     ws.create("m", &[]);
     let handles: Vec<_> = (0..4)
         .map(|p| {

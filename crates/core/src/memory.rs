@@ -61,6 +61,9 @@ pub struct MemoryCaps {
     pub max_history: usize,
     /// The longest any string may be, in characters (Unicode scalar values).
     pub max_text_len: usize,
+    /// How many items every other list keeps (the most recent ones). Beyond the seed,
+    /// which bounds only history: two merges of 25,000 goals made a 12 MB prompt.
+    pub max_items: usize,
 }
 
 impl Default for MemoryCaps {
@@ -68,6 +71,7 @@ impl Default for MemoryCaps {
         MemoryCaps {
             max_history: 3,
             max_text_len: 256,
+            max_items: 50,
         }
     }
 }
@@ -107,6 +111,19 @@ pub struct MemoryAppend {
     pub items: MemoryDelta,
     /// How many history entries the memory keeps after the append.
     pub max_history: usize,
+    /// How many items each other list keeps after the append.
+    pub max_items: usize,
+}
+
+impl MemoryAppend {
+    /// How many items list `i` (of [`LISTS`]) keeps.
+    pub fn keep(&self, i: usize) -> usize {
+        if i == HISTORY {
+            self.max_history
+        } else {
+            self.max_items
+        }
+    }
 }
 
 /// The lists in their storage order: the index is the list's number in a store.
@@ -187,16 +204,18 @@ pub fn append_of(update: &MemoryDelta, caps: &MemoryCaps) -> MemoryAppend {
             })
             .collect()
     };
-    // History items beyond the last `max_history` of the delta would be dropped anyway.
-    let history = &update.history[update.history.len().saturating_sub(caps.max_history)..];
+    // Items beyond the last `max_history` (history) or `max_items` of the delta would be
+    // dropped anyway.
+    let last = |items: &[String], keep: usize| cut(&items[items.len().saturating_sub(keep)..]);
+    let n = caps.max_items;
     MemoryAppend {
         items: MemoryDelta {
-            goals: cut(&update.goals),
-            constraints: cut(&update.constraints),
-            decisions: cut(&update.decisions),
-            hypotheses: cut(&update.hypotheses),
-            history: cut(history),
-            open_issues: cut(&update.open_issues),
+            goals: last(&update.goals, n),
+            constraints: last(&update.constraints, n),
+            decisions: last(&update.decisions, n),
+            hypotheses: last(&update.hypotheses, n),
+            history: last(&update.history, caps.max_history),
+            open_issues: last(&update.open_issues, n),
             next_focus: update
                 .next_focus
                 .as_deref()
@@ -204,31 +223,42 @@ pub fn append_of(update: &MemoryDelta, caps: &MemoryCaps) -> MemoryAppend {
                 .map(|f| cut(&[f.to_owned()]).remove(0)),
         },
         max_history: caps.max_history,
+        max_items: caps.max_items,
     }
 }
 
 /// Applies an append to a memory as a store does: lists extended, the focus replaced
-/// when set, history cut to its last `max_history` entries. Nothing else is capped.
+/// when set, each list that grew cut to its last `max_history` (history) or
+/// `max_items` entries. Nothing else is capped.
 pub fn apply_append(mut existing: Memory, append: &MemoryAppend) -> Memory {
     for (i, items) in append.items.lists().into_iter().enumerate() {
-        if let Some(list) = existing.list_mut(i) {
+        let keep = append.keep(i);
+        if let Some(list) = existing.list_mut(i)
+            && !items.is_empty()
+        {
             list.extend_from_slice(items);
+            let excess = list.len().saturating_sub(keep);
+            list.drain(..excess);
         }
     }
     if let Some(f) = &append.items.next_focus {
         existing.next_focus = f.clone();
     }
-    let excess = existing.history.len().saturating_sub(append.max_history);
-    existing.history.drain(..excess);
     existing
 }
 
 /// Enforces the caps: every string (list items and `next_focus`) is cut to
-/// `max_text_len` characters, and `history` keeps only its last `max_history` items.
+/// `max_text_len` characters, `history` keeps only its last `max_history` items and
+/// every other list its last `max_items`.
 pub fn apply_caps(mut memory: Memory, caps: &MemoryCaps) -> Memory {
-    if memory.history.len() > caps.max_history {
-        let excess = memory.history.len() - caps.max_history;
-        memory.history.drain(..excess);
+    for (i, list) in lists_mut(&mut memory).into_iter().enumerate() {
+        let keep = if i == HISTORY {
+            caps.max_history
+        } else {
+            caps.max_items
+        };
+        let excess = list.len().saturating_sub(keep);
+        list.drain(..excess);
     }
     for list in lists_mut(&mut memory) {
         for item in list.iter_mut() {
@@ -485,8 +515,8 @@ mod tests {
 
     fn check_cut(input: &str, max: usize, expected: &str) {
         let caps = MemoryCaps {
-            max_history: 3,
             max_text_len: max,
+            ..MemoryCaps::default()
         };
         let m = apply_caps(mem(&[input], &[input], input), &caps);
         assert_eq!(m.goals[0], expected, "goal {input:?}");
@@ -609,9 +639,10 @@ mod tests {
     proptest! {
         #[test]
         fn caps_hold_after_merge(m in memory(), d in delta_s(), max_history in 0usize..5, max_text_len in 0usize..10) {
-            let caps = MemoryCaps { max_history, max_text_len };
+            let caps = MemoryCaps { max_history, max_text_len, max_items: 4 };
             let out = merge(&m, &d, &caps);
             prop_assert!(out.history.len() <= max_history);
+            prop_assert!(out.goals.len() <= 4 && out.open_issues.len() <= 4);
             prop_assert!(out.next_focus.chars().count() <= max_text_len);
             for (_, items) in sections(&out) {
                 for item in items {
@@ -623,7 +654,7 @@ mod tests {
         #[test]
         fn merge_keeps_every_item_that_fits(m in memory(), d in delta_s()) {
             // Generous caps: nothing is cut, so every item survives in order.
-            let caps = MemoryCaps { max_history: usize::MAX, max_text_len: 1000 };
+            let caps = MemoryCaps { max_history: usize::MAX, max_text_len: 1000, max_items: usize::MAX };
             let out = merge(&m, &d, &caps);
             let want: Vec<String> = m.goals.iter().chain(&d.goals).cloned().collect();
             prop_assert_eq!(&out.goals, &want);
@@ -635,7 +666,7 @@ mod tests {
 
         #[test]
         fn history_keeps_the_newest(m in memory(), d in delta_s(), max_history in 0usize..5) {
-            let caps = MemoryCaps { max_history, max_text_len: 1000 };
+            let caps = MemoryCaps { max_history, max_text_len: 1000, max_items: usize::MAX };
             let out = merge(&m, &d, &caps);
             let all: Vec<String> = m.history.iter().chain(&d.history).cloned().collect();
             let tail = &all[all.len().saturating_sub(max_history)..];
@@ -646,7 +677,7 @@ mod tests {
         fn appending_the_capped_delta_equals_merging(m in memory(), d in delta_s(), max_history in 0usize..5, max_text_len in 0usize..10) {
             // Every stored memory is within the caps; from there, writing only the
             // capped delta gives exactly the merge.
-            let caps = MemoryCaps { max_history, max_text_len };
+            let caps = MemoryCaps { max_history, max_text_len, max_items: 4 };
             let stored = apply_caps(m, &caps);
             let append = append_of(&d, &caps);
             prop_assert!(append.items.history.len() <= max_history);

@@ -379,6 +379,9 @@ pub struct MemoryConfig {
     pub max_history: usize,
     /// Characters per string.
     pub max_text_len: usize,
+    /// Items kept in each other list (goals, constraints, decisions, hypotheses, open
+    /// issues): the most recent.
+    pub max_items: usize,
 }
 
 impl Default for MemoryConfig {
@@ -386,6 +389,7 @@ impl Default for MemoryConfig {
         MemoryConfig {
             max_history: 3,
             max_text_len: 256,
+            max_items: 50,
         }
     }
 }
@@ -427,6 +431,7 @@ session_log_mib = 1024     # output a session may write before it is killed; 0: 
 [memory]
 max_history = 3
 max_text_len = 256
+max_items = 50             # per list (goals, decisions, …): the most recent are kept
 "#;
 
 /// Why the configuration is unusable (exit 2).
@@ -476,6 +481,9 @@ impl Config {
         }
         if c.memory.max_text_len == 0 {
             return Err(err("memory.max_text_len must be at least 1".into()));
+        }
+        if c.memory.max_items == 0 {
+            return Err(err("memory.max_items must be at least 1".into()));
         }
         if let Some(t) = &c.serve.token
             && (t.chars().count() < 16 || t.chars().any(|c| !c.is_ascii_graphic()))

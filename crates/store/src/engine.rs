@@ -276,6 +276,7 @@ impl Engine {
         MemoryCaps {
             max_history: self.config.memory.max_history,
             max_text_len: self.config.memory.max_text_len,
+            max_items: self.config.memory.max_items,
         }
     }
 

@@ -141,10 +141,7 @@ pub fn workflow(data: &[u8]) {
 /// Memory deltas: merge keeps the caps whatever the input.
 pub fn memory_delta(data: &[u8]) {
     if let Ok(delta) = serde_json::from_slice::<MemoryDelta>(data) {
-        let caps = MemoryCaps {
-            max_history: 3,
-            max_text_len: 256,
-        };
+        let caps = MemoryCaps::default();
         let m = memory::merge(&Default::default(), &delta, &caps);
         let m = memory::merge(&m, &delta, &caps);
         assert!(m.history.len() <= caps.max_history);

@@ -1382,16 +1382,22 @@ impl Store for PgStore {
                     .map_err(|e| self.err(e))?;
                 }
             }
-            tx.execute(
-                "DELETE FROM memory_items WHERE task = $1 AND list = $2 AND seq <=
-                    (SELECT max(seq) FROM memory_items WHERE task = $1 AND list = $2) - $3",
-                &[
-                    &task,
-                    &(warden_core::memory::HISTORY as i32),
-                    &i64::try_from(append.max_history).unwrap_or(i64::MAX),
-                ],
-            )
-            .map_err(|e| self.err(e))?;
+            // As in SQLite: each list that grew cut to its last `keep` entries.
+            for (list, items) in append.items.lists().into_iter().enumerate() {
+                if items.is_empty() {
+                    continue;
+                }
+                tx.execute(
+                    "DELETE FROM memory_items WHERE task = $1 AND list = $2 AND seq <=
+                        (SELECT max(seq) FROM memory_items WHERE task = $1 AND list = $2) - $3",
+                    &[
+                        &task,
+                        &(list as i32),
+                        &i64::try_from(append.keep(list)).unwrap_or(i64::MAX),
+                    ],
+                )
+                .map_err(|e| self.err(e))?;
+            }
         }
         if let Some((key, resp)) = &batch.request {
             let at = out.first().map(|e| e.at.to_string()).unwrap_or_default();

@@ -11,7 +11,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use warden_core::event::{Event, EventKind};
 use warden_core::head::TaskHead;
-use warden_core::memory::{self, Memory, MemoryAppend};
+use warden_core::memory::{Memory, MemoryAppend};
 use warden_core::model::{Status, Task, TaskId};
 
 use crate::Migration;
@@ -576,7 +576,7 @@ impl SqliteStore {
     }
 
     /// Writes one merge into the open transaction: the items appended after the list's
-    /// last, the focus replaced when set, history cut to its last `max_history`. Only the
+    /// last, the focus replaced when set, each list that grew cut to its cap. Only the
     /// pages that receive the new items change (plus the focus row when it is set).
     fn append_memory(
         &self,
@@ -618,20 +618,26 @@ impl SqliteStore {
                     .map_err(|e| self.err(e))?;
             }
         }
-        // Seqs of a list are consecutive (only the oldest history entries are ever
-        // deleted), so the last `max_history` are those above max - max_history.
-        tx.prepare_cached(
-            "DELETE FROM memory_items WHERE task = ?1 AND list = ?2 AND seq <=
-                (SELECT max(seq) FROM memory_items WHERE task = ?1 AND list = ?2) - ?3",
-        )
-        .and_then(|mut st| {
-            st.execute(params![
-                task,
-                memory::HISTORY as i64,
-                i64::try_from(append.max_history).unwrap_or(i64::MAX)
-            ])
-        })
-        .map_err(|e| self.err(e))?;
+        // Seqs of a list are consecutive (only a list's oldest entries are ever
+        // deleted), so the last `keep` are those above max - keep. Only a list that
+        // grew can be over its cap.
+        for (list, items) in append.items.lists().into_iter().enumerate() {
+            if items.is_empty() {
+                continue;
+            }
+            tx.prepare_cached(
+                "DELETE FROM memory_items WHERE task = ?1 AND list = ?2 AND seq <=
+                    (SELECT max(seq) FROM memory_items WHERE task = ?1 AND list = ?2) - ?3",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    task,
+                    list as i64,
+                    i64::try_from(append.keep(list)).unwrap_or(i64::MAX)
+                ])
+            })
+            .map_err(|e| self.err(e))?;
+        }
         Ok(())
     }
 

@@ -334,7 +334,11 @@ fn concurrent_claims_never_share_a_task(open: Open) {
 fn memory_round_trip(open: Open) {
     let s = open();
     create_all(&*s, &["b", "a"]);
-    let caps = MemoryCaps::default();
+    // Three items a list: the rounds below take decisions and open issues past it.
+    let caps = MemoryCaps {
+        max_items: 3,
+        ..MemoryCaps::default()
+    };
     let d = MemoryDelta {
         goals: vec!["ship it".into()],
         history: vec!["tried ünïcödé".into()],
@@ -383,6 +387,8 @@ fn memory_round_trip(open: Open) {
         );
     }
     assert_eq!(want.history.len(), 3);
+    assert_eq!(want.decisions, ["e2", "d3", "e3"], "the newest max_items");
+    assert_eq!(want.open_issues.len(), 3);
     assert_eq!(want.next_focus, "f3");
     // Removing a task removes its memory.
     let t = s.get(&tid("b")).unwrap().unwrap();

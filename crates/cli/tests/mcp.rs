@@ -666,6 +666,57 @@ async fn a_hand_started_session_keeps_its_role() {
     ws.check_ok();
 }
 
+/// A client that sends its requests and closes its stdin gets every answer: rmcp gives
+/// its handlers 5 s after the input ends and dropped the answer of a `task_complete`
+/// whose postchecks took longer (the change was made, the client never told). A last
+/// request without a newline is a request too.
+#[test]
+fn every_request_read_is_answered_after_stdin_closes() {
+    use std::io::Write;
+    let ws = Workspace::new("mcp-eof");
+    ws.create("slow", &["--agent", "Do it", "--postchecks", "sleep 6"]);
+    ws.to("slow", "working");
+    ws.handoff("slow");
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("mcp")
+        .current_dir(&ws.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for k in crate::common::WARDEN_ENV {
+        cmd.env_remove(k);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let complete = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "task_complete", "arguments": {"id": "slow"}}});
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    write!(stdin, "{init}\n{initialized}\n{complete}\n{ping}").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut ids: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].clone())
+        .collect();
+    ids.sort_by_key(|v| v.as_i64());
+    assert_eq!(
+        ids,
+        [json!(0), json!(1), json!(2)],
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(ws.show("slow")["status"], "agent-review");
+}
+
 #[tokio::test]
 async fn task_list_answers_in_pages_that_follow_on() {
     let ws = Workspace::new("mcp-pages");

@@ -9,7 +9,13 @@
 //! or an id after a huge `params`) has nobody waiting for an answer and is dropped, with
 //! a line on stderr.
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader, DuplexStream};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 
 /// The largest message Warden reads from an MCP client.
 pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
@@ -26,9 +32,124 @@ pub const OVERSIZED_METHOD: &str = "warden/oversized";
 /// arguments not an object). Its params carry the JSON-RPC error code and message.
 pub const INVALID_METHOD: &str = "warden/invalid";
 
+/// What the server owes its client: the requests read and the messages written, so that
+/// the end of stdin waits for the answers still being worked out. rmcp gives its
+/// handlers 5 s after the input ends and then drops what they answer: a client that
+/// sent a `task_complete` whose postchecks take a minute, and closed its stdin, lost
+/// the answer to a change that was made.
+#[derive(Debug, Default)]
+pub struct Replies {
+    asked: AtomicUsize,
+    answered: AtomicUsize,
+    /// Calls running now (see `WardenServer::exec`).
+    pub(crate) working: AtomicUsize,
+    /// Stdout failed: nobody reads the answers.
+    broken: AtomicBool,
+}
+
+impl Replies {
+    /// Waits until every request read has its answer written, stdout failed, or nothing
+    /// has run and no count has moved for a second (a request rmcp never answers, such
+    /// as a batch, must not hold the process for ever).
+    async fn settled(&self) {
+        let counts = || {
+            (
+                self.asked.load(Ordering::SeqCst),
+                self.answered.load(Ordering::SeqCst),
+                self.working.load(Ordering::SeqCst),
+            )
+        };
+        let mut last = counts();
+        let mut quiet_since = Instant::now();
+        loop {
+            let now = counts();
+            if now.1 >= now.0 || self.broken.load(Ordering::SeqCst) {
+                return;
+            }
+            if now != last {
+                last = now;
+                quiet_since = Instant::now();
+            } else if now.2 == 0 && quiet_since.elapsed() >= Duration::from_secs(1) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Stdout, counting the messages written (each ends with a newline) as answers.
+pub struct Counted<W> {
+    inner: W,
+    replies: Arc<Replies>,
+}
+
+impl<W> Counted<W> {
+    /// `inner`, counted into `replies`.
+    pub fn new(inner: W, replies: Arc<Replies>) -> Counted<W> {
+        Counted { inner, replies }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Counted<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        match &r {
+            Poll::Ready(Ok(n)) => {
+                let lines = buf[..*n].iter().filter(|b| **b == b'\n').count();
+                self.replies.answered.fetch_add(lines, Ordering::SeqCst);
+            }
+            Poll::Ready(Err(_)) => self.replies.broken.store(true, Ordering::SeqCst),
+            Poll::Pending => {}
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// What a line passed on to rmcp asks of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A request: one answer is owed.
+    Request,
+    /// `notifications/cancelled`: the request it names is answered by nobody.
+    Cancel,
+    /// Anything else (a notification, a client's response, a batch).
+    Other,
+}
+
+fn kind(v: &serde_json::Value) -> Kind {
+    let id = v.get("id").is_some_and(|i| i.is_number() || i.is_string());
+    match v.get("method").and_then(|m| m.as_str()) {
+        Some(_) if id => Kind::Request,
+        Some("notifications/cancelled") => Kind::Cancel,
+        _ => Kind::Other,
+    }
+}
+
 /// A reader of `input` whose lines are at most `limit` bytes, each longer one replaced
 /// as described in the module documentation.
 pub fn bounded<R: AsyncRead + Unpin + Send + 'static>(input: R, limit: usize) -> DuplexStream {
+    bounded_answering(input, limit, None)
+}
+
+/// [`bounded`], whose end of input waits until `replies` says every request read has
+/// been answered (see [`Replies`]).
+pub fn bounded_answering<R: AsyncRead + Unpin + Send + 'static>(
+    input: R,
+    limit: usize,
+    replies: Option<Arc<Replies>>,
+) -> DuplexStream {
     let (mut tx, rx) = tokio::io::duplex(256 * 1024);
     tokio::spawn(async move {
         let mut r = BufReader::with_capacity(64 * 1024, input);
@@ -37,9 +158,13 @@ pub fn bounded<R: AsyncRead + Unpin + Send + 'static>(input: R, limit: usize) ->
         let mut oversized = false;
         while let Ok(buf) = r.fill_buf().await {
             if buf.is_empty() {
-                // EOF: a last line without a newline is passed on as it is.
-                if !oversized && !line.is_empty() {
-                    let _ = tx.write_all(&line).await;
+                // EOF: a last line without a newline is a line too (rmcp dropped it).
+                if !oversized && !line.iter().all(u8::is_ascii_whitespace) {
+                    line.push(b'\n');
+                    if let Some((out, k)) = checked(std::mem::take(&mut line)) {
+                        count(&replies, k);
+                        let _ = tx.write_all(&out).await;
+                    }
                 }
                 break;
             }
@@ -62,28 +187,42 @@ pub fn bounded<R: AsyncRead + Unpin + Send + 'static>(input: R, limit: usize) ->
                 continue;
             }
             let out = if oversized {
-                stand_in(&line, seen)
+                stand_in(&line, seen).map(|o| (o, Kind::Request))
             } else {
                 checked(std::mem::take(&mut line))
             };
-            if let Some(out) = out
-                && tx.write_all(&out).await.is_err()
-            {
-                break;
+            if let Some((out, k)) = out {
+                count(&replies, k);
+                if tx.write_all(&out).await.is_err() {
+                    break;
+                }
             }
             line.clear();
             seen = 0;
             oversized = false;
+        }
+        if let Some(r) = &replies {
+            r.settled().await;
         }
         let _ = tx.shutdown().await;
     });
     rx
 }
 
+fn count(replies: &Option<Arc<Replies>>, k: Kind) {
+    if let Some(r) = replies {
+        match k {
+            Kind::Request => r.asked.fetch_add(1, Ordering::SeqCst),
+            Kind::Cancel => r.answered.fetch_add(1, Ordering::SeqCst),
+            Kind::Other => 0,
+        };
+    }
+}
+
 /// `line` as rmcp should see it: itself when rmcp answers it properly, else a stand-in
 /// request with the same id that the server answers with the error (see
 /// [`INVALID_METHOD`]); `None` (with a line on stderr) when it has no id to answer.
-fn checked(line: Vec<u8>) -> Option<Vec<u8>> {
+fn checked(line: Vec<u8>) -> Option<(Vec<u8>, Kind)> {
     let invalid = |id: serde_json::Value, code: i32, message: String| {
         let msg = serde_json::json!({
             "jsonrpc": "2.0",
@@ -93,10 +232,10 @@ fn checked(line: Vec<u8>) -> Option<Vec<u8>> {
         });
         let mut out = msg.to_string().into_bytes();
         out.push(b'\n');
-        Some(out)
+        Some((out, Kind::Request))
     };
     if line.iter().all(u8::is_ascii_whitespace) {
-        return Some(line);
+        return Some((line, Kind::Other));
     }
     let v: serde_json::Value = match serde_json::from_slice(&line) {
         Ok(v) => v,
@@ -114,12 +253,13 @@ fn checked(line: Vec<u8>) -> Option<Vec<u8>> {
         }
     };
     // A notification (no id) is answered by nobody; an array (a batch) is rmcp's.
+    let k = kind(&v);
     let Some(id) = v
         .get("id")
         .filter(|i| i.is_number() || i.is_string())
         .cloned()
     else {
-        return Some(line);
+        return Some((line, k));
     };
     if v.get("jsonrpc").and_then(|j| j.as_str()) != Some("2.0") {
         return invalid(id, -32600, "\"jsonrpc\" must be \"2.0\"".to_owned());
@@ -140,7 +280,7 @@ fn checked(line: Vec<u8>) -> Option<Vec<u8>> {
                 .to_owned(),
         );
     }
-    Some(line)
+    Some((line, k))
 }
 
 /// The request that stands for an oversized message, or `None` when its id is not in
@@ -266,7 +406,7 @@ mod tests {
     fn a_message_rmcp_would_not_answer_becomes_a_stand_in_with_its_id() {
         let stand = |line: &str| -> Option<serde_json::Value> {
             checked(format!("{line}\n").into_bytes())
-                .map(|b| serde_json::from_slice(&b).unwrap_or(serde_json::json!("passed")))
+                .map(|(b, _)| serde_json::from_slice(&b).unwrap_or(serde_json::json!("passed")))
         };
         let error = |line: &str| {
             let v = stand(line).expect("answered");
@@ -303,12 +443,12 @@ mod tests {
         let ok = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_get","arguments":{"id":"a"}}}"#;
         assert_eq!(
             checked(format!("{ok}\n").into_bytes()),
-            Some(format!("{ok}\n").into_bytes())
+            Some((format!("{ok}\n").into_bytes(), Kind::Request))
         );
         let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
         assert_eq!(
             checked(note.as_bytes().to_vec()),
-            Some(note.as_bytes().to_vec())
+            Some((note.as_bytes().to_vec(), Kind::Other))
         );
     }
 
@@ -333,6 +473,9 @@ mod tests {
         assert_eq!(stand["params"]["bytes"], big.len());
         assert_eq!(stand["params"]["method"], "tools/call");
         assert_eq!(lines[2], "{\"b\":2}");
-        assert_eq!(lines[3], "{\"c\":3}");
+        assert_eq!(
+            lines[3], "{\"c\":3}",
+            "the last line, without its newline, passes"
+        );
     }
 }

@@ -166,6 +166,8 @@ struct Inner {
     actor: Actor,
     /// Told after every call, so the memory the call freed goes back to the system.
     worked: tokio::sync::Notify,
+    /// The requests read and answered, and the calls running (see `framing::Replies`).
+    replies: Arc<crate::framing::Replies>,
 }
 
 /// Warden's MCP server for one role.
@@ -240,6 +242,7 @@ impl WardenServer {
                 session,
                 actor,
                 worked: tokio::sync::Notify::new(),
+                replies: Arc::default(),
             }),
             tools: match role {
                 Role::Orchestrator => orchestrator,
@@ -252,10 +255,15 @@ impl WardenServer {
     /// Serves on stdin/stdout until the client closes the connection.
     pub async fn serve_stdio(self) -> Result<(), Failure> {
         tokio::spawn(trim_after_calls(Arc::clone(&self.inner)));
+        let replies = Arc::clone(&self.inner.replies);
         let running = self
             .serve((
-                crate::framing::bounded(tokio::io::stdin(), crate::framing::MAX_MESSAGE_BYTES),
-                tokio::io::stdout(),
+                crate::framing::bounded_answering(
+                    tokio::io::stdin(),
+                    crate::framing::MAX_MESSAGE_BYTES,
+                    Some(Arc::clone(&replies)),
+                ),
+                crate::framing::Counted::new(tokio::io::stdout(), replies),
             ))
             .await
             .map_err(|e| Failure::internal(format!("the MCP session could not start: {e}")))?;
@@ -274,11 +282,14 @@ impl WardenServer {
     {
         let ws = self.inner.ws.clone();
         let actor = self.inner.actor;
+        let working = &self.inner.replies.working;
+        working.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let done = tokio::task::spawn_blocking(move || {
             let app = App::open(ws, actor)?;
             f(&app)
         })
         .await;
+        working.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.worked.notify_one();
         match done {
             Ok(r) => r,

@@ -311,6 +311,24 @@ fn agent_request(c: &Command) -> (&'static str, Request) {
     }
 }
 
+/// For a command that may run a task's checks (`task complete`, `task update`, `mcp`):
+/// a TERM, INT or HUP ends the checks this process runs, then the process (exit 128 +
+/// the signal). A check runs in a process group of its own, which the signal never
+/// reaches: killed while its postchecks ran, the process left them running to the end.
+/// What the check would have decided is not recorded; the task stays where it was.
+fn end_checks_on_signal() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            warden_runner::check::stop_running_checks(std::time::Duration::from_secs(2));
+            std::process::exit(128 + sig);
+        }
+    });
+}
+
 fn run(cli: Cli) -> Result<(), Failure> {
     let g = Global {
         // An empty WARDEN_DIR (`WARDEN_DIR= warden …`) is unset, as a shell user means it
@@ -328,7 +346,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
     match cli.command {
         Command::Init(a) => init(&g, a.store.as_deref()),
-        Command::Task(c) => cmd_task::run(&g, c),
+        Command::Task(c) => {
+            end_checks_on_signal();
+            cmd_task::run(&g, c)
+        }
         Command::Plan(c) => cmd_plan::run(&g, c),
         Command::Memory(c) => cmd_memory::run(&g, c),
         Command::Prompt(a) => cmd_state::prompt(&g, a),
@@ -348,6 +369,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Serve(a) => cmd_serve::run(&g, a),
         Command::Demo(a) => demo::run(&g, a),
         Command::Mcp(a) => {
+            end_checks_on_signal();
             let (role, task) = warden_mcp::resolve(a.role, a.task.as_deref())?;
             warden_mcp::run(g.workspace()?, role, task)
         }

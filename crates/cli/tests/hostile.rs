@@ -1206,3 +1206,73 @@ fn a_project_too_deep_for_a_tmux_socket_is_told_so() {
         (Some("pending"), Some(0))
     );
 }
+
+/// A `task complete` (or `warden mcp`) ended by a signal while its postchecks run ends
+/// them too: they run in a process group of their own, which a Ctrl-C or a TERM to the
+/// command never reached, and they ran on to the end beside the task's next attempt.
+/// The task stays where it was; nothing of the check is recorded.
+#[test]
+fn a_signal_that_ends_a_command_ends_the_checks_it_runs() {
+    for sig in ["TERM", "INT", "HUP"] {
+        let ws = Workspace::new("signal-check");
+        let pid_file = ws.root.join("check.pid");
+        let post = format!(
+            "echo $$ > {}; sleep 30; touch {}",
+            pid_file.display(),
+            ws.root.join("finished").display()
+        );
+        ws.create("s", &["--postchecks", &post]);
+        ws.to("s", "working");
+        ws.handoff("s");
+        let mut complete = ws.cmd().args(["task", "complete", "s"]).spawn().unwrap();
+        let start = Instant::now();
+        let pid = loop {
+            if let Ok(p) = std::fs::read_to_string(&pid_file)
+                && let Ok(p) = p.trim().parse::<u32>()
+            {
+                break p;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the check never ran"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let sent = Command::new("kill")
+            .args([&format!("-{sig}"), &complete.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = complete.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + signal_number(sig)), "{sig}");
+        let start = Instant::now();
+        while std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .rsplit_once(") ")
+                .is_some_and(|(_, r)| r.starts_with('Z'))
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{sig}: the check {pid} outlived its command"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!ws.root.join("finished").exists());
+        assert_eq!(ws.show("s")["status"], "working", "{sig}");
+        assert!(
+            !ws.root.join(".warden/tasks/s/check.pid").exists(),
+            "{sig}: the check's note is gone"
+        );
+        ws.check_ok();
+    }
+}
+
+fn signal_number(sig: &str) -> i32 {
+    match sig {
+        "HUP" => 1,
+        "INT" => 2,
+        "TERM" => 15,
+        other => panic!("{other}"),
+    }
+}

@@ -138,7 +138,9 @@ fn kind(v: &serde_json::Value) -> Kind {
 }
 
 /// A reader of `input` whose lines are at most `limit` bytes, each longer one replaced
-/// as described in the module documentation.
+/// as described in the module documentation (the fuzz target's and tests' reader: the
+/// server's waits for its answers, see [`bounded_answering`]).
+#[cfg(any(test, feature = "testing"))]
 pub fn bounded<R: AsyncRead + Unpin + Send + 'static>(input: R, limit: usize) -> DuplexStream {
     bounded_answering(input, limit, None)
 }

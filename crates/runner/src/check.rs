@@ -10,7 +10,7 @@
 
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -337,7 +337,16 @@ pub fn run_check_noted(
     });
     // The check is over when its process is: what it left running in its group ends
     // with it.
+    let running = Running::add(child.id(), noted.map(Path::to_path_buf));
     let c = collect(&mut child, Some(KEEP_BYTES), Some(timeout), true);
+    if ENDING.load(std::sync::atomic::Ordering::SeqCst) {
+        // Stopped by this process's own end (`stop_running_checks`): its outcome is no
+        // verdict on the work, and the process exits before anything is recorded.
+        loop {
+            std::thread::park();
+        }
+    }
+    drop(running);
     // Stopped by a person's cancel (see `stop_noted_check`): no verdict on the work, so
     // no failure to charge; the caller records nothing and lets the cancel through.
     let stopped = noted.is_some_and(|p| std::fs::remove_file(stop_mark(p)).is_ok());
@@ -372,6 +381,65 @@ pub fn run_check_noted(
         None => GuardOutcome::Error(format!("lost track of {}", describe(spec))),
     };
     CheckRun { outcome, output }
+}
+
+/// The checks this process runs now (their process groups and notes), so that a signal
+/// that ends the process ends them too: a check runs in a group of its own, which a
+/// Ctrl-C at the terminal or a TERM to the process never reaches, and a `warden mcp` or
+/// `task complete` killed while its postchecks ran left them running to the end,
+/// side effects and all, beside the task's next attempt.
+static RUNNING: std::sync::Mutex<Vec<(u32, Option<PathBuf>)>> = std::sync::Mutex::new(Vec::new());
+
+/// Set once the process is ending on a signal (see [`stop_running_checks`]).
+static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One check in [`RUNNING`], taken out when dropped.
+struct Running(u32);
+
+impl Running {
+    fn add(pgid: u32, note: Option<PathBuf>) -> Running {
+        running().push((pgid, note));
+        Running(pgid)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        running().retain(|(g, _)| *g != self.0);
+    }
+}
+
+fn running() -> std::sync::MutexGuard<'static, Vec<(u32, Option<PathBuf>)>> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Stops every check this process runs: TERM to each group, KILL to what is left after
+/// `grace`, and their notes removed. For a process about to end on a signal: the
+/// threads that ran the checks wait for that end and record nothing. Returns the
+/// groups it signalled.
+pub fn stop_running_checks(grace: Duration) -> Vec<u32> {
+    // No thread reports the outcome of a check stopped here (see `run_check_noted`).
+    ENDING.store(true, std::sync::atomic::Ordering::SeqCst);
+    let checks: Vec<(u32, Option<PathBuf>)> = running().clone();
+    let groups: Vec<u32> = checks.iter().map(|(g, _)| *g).collect();
+    for &g in &groups {
+        term_group(g);
+    }
+    let deadline = Instant::now() + grace;
+    while !groups_running(&groups).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for g in groups_running(&groups) {
+        kill_group(g);
+    }
+    for (_, note) in checks {
+        if let Some(n) = note {
+            let _ = std::fs::remove_file(n);
+        }
+    }
+    groups
 }
 
 fn describe(spec: &WorkSpec) -> String {
@@ -594,8 +662,8 @@ pub fn stop_session_remains_but(
     for &g in &groups {
         term_group(g);
     }
-    let deadline = std::time::Instant::now() + grace;
-    while !groups_running(&groups).is_empty() && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + grace;
+    while !groups_running(&groups).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     let killed = groups_running(&groups);

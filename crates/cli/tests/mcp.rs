@@ -565,7 +565,7 @@ async fn an_agent_may_touch_only_its_own_task_and_roles_transitions() {
         (
             "mcp:task_update_status".into(),
             "done".into(),
-            "agent-review, clarification, working".into()
+            "working (a worker moves only to agent-review, clarification, working)".into()
         )
     );
     assert_eq!(ws.show("other"), other_before, "the other task changed");

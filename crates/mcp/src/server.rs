@@ -363,8 +363,14 @@ impl WardenServer {
             Ok(s) if from.map_or(targets.contains(&s), |f| may_move(role, f, s)) => Ok(s),
             _ => {
                 let asked = shown(to);
-                self.tamper(format!("mcp:{tool}"), asked.clone(), names(targets))
-                    .await;
+                // What was kept is the task's status; the rule is said beside it (before,
+                // the allowed targets stood alone where the kept value belongs).
+                let kept = format!(
+                    "{} (a {role} moves only to {})",
+                    from.map_or_else(|| "its status".to_owned(), |f| f.to_string()),
+                    names(targets)
+                );
+                self.tamper(format!("mcp:{tool}"), asked.clone(), kept).await;
                 Err(Failure::refused(match from {
                     Some(f)
                         if targets.iter().any(|t| t.as_str() == to)

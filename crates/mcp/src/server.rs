@@ -370,7 +370,8 @@ impl WardenServer {
                     from.map_or_else(|| "its status".to_owned(), |f| f.to_string()),
                     names(targets)
                 );
-                self.tamper(format!("mcp:{tool}"), asked.clone(), kept).await;
+                self.tamper(format!("mcp:{tool}"), asked.clone(), kept)
+                    .await;
                 Err(Failure::refused(match from {
                     Some(f)
                         if targets.iter().any(|t| t.as_str() == to)

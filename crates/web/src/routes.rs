@@ -178,6 +178,14 @@ async fn act(
         serde_json::from_slice(&bytes)
             .map_err(|e| Failure::usage(format!("the body is not an action's JSON: {e}")))?
     };
+    // A reason is kept by reject and cancel; the others have nowhere to keep one (it was
+    // taken, answered 200 and dropped).
+    if body.reason.is_some() && !matches!(action.as_str(), "reject" | "cancel") {
+        return Err(Failure::usage(format!(
+            "{action} takes no reason (reject and cancel do); send {{}}"
+        ))
+        .into());
+    }
     let acted = s
         .pool
         .run(move |app| {
@@ -191,7 +199,12 @@ async fn act(
                 "cancel" => app.transition(&Transition {
                     id: id.clone(),
                     to: Status::Cancelled,
-                    reason: Some("cancelled by a person in the web console".into()),
+                    reason: Some(match body.reason.as_deref().map(str::trim) {
+                        Some(r) if !r.is_empty() => {
+                            format!("cancelled by a person in the web console: {r}")
+                        }
+                        _ => "cancelled by a person in the web console".into(),
+                    }),
                     request_id: None,
                 })?,
                 other => {

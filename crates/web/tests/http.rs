@@ -509,11 +509,12 @@ fn an_approve_is_of_the_round_the_person_saw() {
         .as_u64()
         .unwrap();
     for (action, verb) in [("approve", "approved"), ("reject", "rejected")] {
-        let r = f.act(
-            "rev",
-            action,
-            &format!(r#"{{"version": {seen}, "reason": "no"}}"#),
-        );
+        let body = if action == "reject" {
+            format!(r#"{{"version": {seen}, "reason": "no"}}"#)
+        } else {
+            format!(r#"{{"version": {seen}}}"#)
+        };
+        let r = f.act("rev", action, &body);
         assert_eq!(r.status, 422, "{}", r.body);
         assert_eq!(
             r.json()["error"]["message"],
@@ -582,6 +583,37 @@ fn bodies_are_bounded() {
     let r = f.act("rev", "reject", &long);
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(f.status("rev"), Status::Reviewing);
+}
+
+/// A reason is kept by the actions that keep one: a cancel's is in the history; one
+/// sent with approve (which has nowhere to keep it) is refused, not answered 200 and
+/// dropped.
+#[test]
+fn a_reason_is_kept_or_refused() {
+    let f = Fixture::new(|_| {});
+    let r = f.act("rev", "approve", r#"{"reason": "looks right"}"#);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        r.json()["error"]["message"],
+        "approve takes no reason (reject and cancel do); send {}"
+    );
+    assert_eq!(f.status("rev"), Status::Reviewing);
+    let r = f.act("a", "cancel", r#"{"reason": "a duplicate of rev"}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let a = TaskId::new("a").unwrap();
+    let reasons: Vec<Option<String>> = f
+        .app
+        .history(Some(&a), None)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| e.to.map(|_| e.reason))
+        .collect();
+    assert_eq!(
+        reasons.last(),
+        Some(&Some(
+            "cancelled by a person in the web console: a duplicate of rev".to_owned()
+        ))
+    );
 }
 
 #[test]

@@ -485,11 +485,15 @@ impl Config {
         if c.memory.max_items == 0 {
             return Err(err("memory.max_items must be at least 1".into()));
         }
+        // As `warden_web::token_fits` (the store does not depend on the console).
         if let Some(t) = &c.serve.token
-            && (t.chars().count() < 16 || t.chars().any(|c| !c.is_ascii_graphic()))
+            && (t.len() < 16
+                || !t
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-')))
         {
             return Err(err(
-                "serve.token must be at least 16 printable ASCII characters without spaces".into(),
+                "serve.token must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (it travels in a URL and a cookie)".into(),
             ));
         }
         Ok(c)

@@ -120,14 +120,24 @@ fn secret() -> Result<String, Failure> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
+/// Can `token` be the console's access token: at least 16 characters, each one a URL
+/// and a cookie carry as it is. A `;` cut the cookie short, a `#` or `&` the printed
+/// URL, and the person's browser was refused with the right token.
+pub fn token_fits(token: &str) -> bool {
+    token.len() >= 16
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
+}
+
 /// Opens the console: checks the token, binds `opts.addr`, opens the store (a usage
 /// error for a bad address, exit 2; a busy port is a conflict, exit 4).
 pub fn bind(ws: Workspace, opts: Options) -> Result<Server, Failure> {
     if let Some(t) = &opts.token
-        && (t.chars().count() < 16 || t.chars().any(|c| !c.is_ascii_graphic()))
+        && !token_fits(t)
     {
         return Err(Failure::usage(
-            "the token must be at least 16 printable ASCII characters without spaces",
+            "the token must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (it travels in a URL and a cookie)",
         ));
     }
     let listener = std::net::TcpListener::bind(opts.addr).map_err(|e| {

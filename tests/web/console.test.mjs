@@ -350,6 +350,10 @@ test('cancel asks first; retry and respawn act', async () => {
   await page.click('#actions button[data-action="respawn"]');
   assert((await toast(page)).includes('respawn requested'), 'respawn requested');
   assert(show(ws, 'reset').respawn_requested === true, 'the store has the request');
+  // One request stands until the session starts: the button is off, and says why.
+  await page.waitForFunction(() => document.querySelector('#actions button[data-action="respawn"]').disabled);
+  const title = await page.getAttribute('#actions button[data-action="respawn"]', 'title');
+  assert(title.includes('requested already'), `respawn button: ${title}`);
   await page.close();
 });
 

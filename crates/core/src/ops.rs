@@ -1142,6 +1142,14 @@ pub fn request_respawn(task: &Task, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
             ),
         });
     }
+    // One request stands until a session starts: a second adds nothing but an event
+    // (five clicks on the console's button made five).
+    if task.respawn_requested() {
+        return Err(Refusal::Respawn {
+            id,
+            why: "has a respawn requested already; the running supervisor (or the next `warden run`) starts its session".into(),
+        });
+    }
     Change::build(
         Some(task),
         task.id(),

@@ -752,6 +752,9 @@ fn respawn_rules() {
     .unwrap();
     let t = request_respawn(&t, &ctx()).unwrap().after.unwrap();
     assert!(t.respawn_requested());
+    // One request stands until a session starts: a second is refused, not recorded.
+    let again = request_respawn(&t, &ctx()).unwrap_err().to_string();
+    assert!(again.contains("has a respawn requested already"), "{again}");
     assert!(
         spawned(&t, "r", Role::Reviewer, None, &ctx()).is_err(),
         "wrong role"

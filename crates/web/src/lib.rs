@@ -47,6 +47,9 @@ pub struct Options {
     pub token: Option<String>,
     /// Request rates per client address.
     pub rates: Rates,
+    /// How long a client has to send a request's headers before its connection is
+    /// closed.
+    pub header_read_timeout: std::time::Duration,
 }
 
 impl Options {
@@ -56,6 +59,7 @@ impl Options {
             addr,
             token: None,
             rates: Rates::default(),
+            header_read_timeout: HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -101,6 +105,7 @@ pub struct Shared {
 #[derive(Debug)]
 pub struct Server {
     listener: std::net::TcpListener,
+    header_read_timeout: std::time::Duration,
     shared: Arc<Shared>,
     info: Info,
     stop_tx: watch::Sender<bool>,
@@ -197,6 +202,7 @@ pub fn bind(ws: Workspace, opts: Options) -> Result<Server, Failure> {
     });
     Ok(Server {
         listener,
+        header_read_timeout: opts.header_read_timeout,
         shared,
         info,
         stop_tx,
@@ -293,6 +299,7 @@ impl Server {
             .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))?;
         let Server {
             listener,
+            header_read_timeout,
             shared,
             stop_tx,
             stop,
@@ -301,19 +308,79 @@ impl Server {
         let result = rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener)
                 .map_err(|e| Failure::internal(format!("cannot use the socket: {e}")))?;
-            let app = routes::router(shared).into_make_service_with_connect_info::<SocketAddr>();
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
+            serve(
+                listener,
+                routes::router(shared),
+                header_read_timeout,
+                async move {
                     signal.await;
                     // Streams end first, so the graceful shutdown does not wait on them.
                     let _ = stop_tx.send(true);
-                })
-                .await
-                .map_err(|e| Failure::internal(format!("the server failed: {e}")))
+                },
+            )
+            .await;
+            Ok(())
         });
         stop.store(true, Ordering::Relaxed);
         // Workers and the watcher end with the process (or at their next wake).
         rt.shutdown_timeout(std::time::Duration::from_secs(1));
         result
     }
+}
+
+/// How long a client has to send a request's headers. axum's own `serve` sets no limit:
+/// connections that sent half a request line and then nothing were held for as long as
+/// the client liked, and 20,000 of them took every file descriptor the server had.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves `router` on `listener` until `shutdown` completes, then lets the connections
+/// finish: axum's `serve` loop, with hyper's header read timeout (which needs a timer
+/// axum does not give it) and each request's peer address as `ConnectInfo`.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    header_read_timeout: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
+    let mut conns = tokio::task::JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                // Out of file descriptors, say: wait a moment rather than spin.
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        while conns.try_join_next().is_some() {}
+        let router = router.clone();
+        let service =
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                let mut router = router.clone();
+                tower_service::Service::call(&mut router, req.map(axum::body::Body::new))
+            });
+        let mut closing = closing_rx.clone();
+        conns.spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .with_upgrades();
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = closing.changed() => conn.as_mut().graceful_shutdown(),
+            }
+            let _ = conn.await;
+        });
+    }
+    let _ = closing_tx.send(true);
+    while conns.join_next().await.is_some() {}
 }

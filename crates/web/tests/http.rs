@@ -681,6 +681,31 @@ fn refused_requests_do_not_use_up_the_persons_rate() {
     assert_eq!(f.status("a"), Status::Cancelled);
 }
 
+/// A connection that sends part of a request and then nothing is closed once the header
+/// read timeout passes; before, it was held for as long as the client liked, and enough
+/// of them took every file descriptor the server had.
+#[test]
+fn a_request_whose_headers_never_end_is_closed() {
+    let f = Fixture::new(|o| o.header_read_timeout = Duration::from_millis(500));
+    let mut half = connect(f.addr());
+    half.write_all(format!("GET / HTTP/1.1\r\nHost: {}\r\n", f.host()).as_bytes())
+        .unwrap();
+    half.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let closed = loop {
+        match half.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(e) => panic!("the half request was not closed: {e}"),
+        }
+    };
+    assert!(closed);
+    // Whole requests are served as before.
+    assert_eq!(f.get("/api/tasks/a", &[]).status, 200);
+}
+
 #[test]
 fn task_md_is_escaped() {
     let f = Fixture::new(|_| {});

@@ -22,7 +22,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 ORCHESTRATOR_TOOLS = {
-    "plan_show", "plan_import", "plan_next", "plan_apply", "task_list", "task_get",
+    "plan_show", "plan_import", "plan_next", "plan_export", "plan_apply", "task_list", "task_get",
     "task_create", "task_update_status", "task_complete", "task_retry", "task_cancel",
     "task_spawn", "memory_get", "memory_merge", "history", "state", "status",
     "task_approve", "task_reject", "task_edit",
@@ -77,7 +77,7 @@ async def orchestrator(cli):
             await s.initialize()
             tools = (await s.list_tools()).tools
             names = {t.name for t in tools}
-            check(names == ORCHESTRATOR_TOOLS, "the orchestrator lists its 20 tools", sorted(names))
+            check(names == ORCHESTRATOR_TOOLS, "the orchestrator lists its 21 tools", sorted(names))
             for t in tools:
                 check(t.input_schema.get("type") == "object" and len(t.description or "") > 40,
                       f"{t.name} has a JSON schema and a description")

@@ -248,6 +248,11 @@ fn event_types(ws: &Workspace) -> Vec<String> {
 #[test]
 fn a_long_prompt_reaches_a_custom_agent_on_its_input() {
     let ws = recording_agent("long-prompt");
+    // Room for 9,000 decisions: a list keeps its newest `max_items` (50 by default).
+    let cfg = ws.root.join(".warden/warden.toml");
+    let toml = std::fs::read_to_string(&cfg).unwrap();
+    assert!(toml.contains("max_items = 50"), "{toml}");
+    std::fs::write(&cfg, toml.replace("max_items = 50", "max_items = 10000")).unwrap();
     ws.ok(&["task", "create", "short", "--agent", "SHORT-PROMPT-MARK"]);
     ws.ok(&["task", "create", "long", "--agent", "LONG-PROMPT-MARK"]);
     let item = "y".repeat(250);

@@ -928,6 +928,11 @@ fn aider_hands_over_by_exiting_with_its_handoff_written() {
 /// Fills a task's memory until its prompt is over 2 MiB (each merge a file under the
 /// 1 MiB input limit, each item at the 256-character cap), ending with `marker`.
 fn two_mib_of_memory(p: &Project, id: &str, marker: &str) {
+    // Room for 9,000 decisions: a list keeps its newest `max_items` (50 by default).
+    let cfg = p.root.join(".warden/warden.toml");
+    let toml = std::fs::read_to_string(&cfg).unwrap();
+    assert!(toml.contains("max_items = 50"), "{toml}");
+    std::fs::write(&cfg, toml.replace("max_items = 50", "max_items = 10000")).unwrap();
     let item = "x".repeat(250);
     for i in 0..9 {
         let items: Vec<String> = (0..1000).map(|j| format!("{i}-{j} {item}")).collect();

@@ -576,6 +576,16 @@ impl Engine {
                 // leaves nothing behind (a typo or a hostile caller would otherwise leave
                 // a folder per id it tried).
                 self.get(id)?;
+                // A store moved away under a running console or supervisor still
+                // answers from its open file: making the folder would leave a skeleton
+                // `.warden/` that `warden init` refuses and a moved-back copy nests in.
+                if !self.ws.dir.is_dir() {
+                    return Err(Failure::internal(format!(
+                        "{} was removed since this process opened it; nothing was written: start this `warden` process again in a project that has it",
+                        self.ws.dir.display()
+                    ))
+                    .into());
+                }
                 files::create_dir(&self.ws.dir, &dir)?;
                 open()
             }

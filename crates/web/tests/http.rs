@@ -706,6 +706,31 @@ fn a_request_whose_headers_never_end_is_closed() {
     assert_eq!(f.get("/api/tasks/a", &[]).status, 200);
 }
 
+/// An action after the project's `.warden/` was moved away changes nothing on disk:
+/// before, the task's lock made `.warden/tasks/<id>/` again, a skeleton `warden init`
+/// refused and a moved-back copy nested in.
+#[test]
+fn an_action_on_a_moved_store_leaves_nothing_behind() {
+    let f = Fixture::new(|_| {});
+    let root = f.app.ws().root.clone();
+    let away = f._dir.path().join("moved-away");
+    std::fs::rename(root.join(".warden"), &away).unwrap();
+    let r = f.act("a", "cancel", "{}");
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("was removed since this process opened it; nothing was written"),
+        "{}",
+        r.body
+    );
+    assert!(
+        !root.join(".warden").exists(),
+        "a skeleton .warden/ was made"
+    );
+}
+
 #[test]
 fn task_md_is_escaped() {
     let f = Fixture::new(|_| {});

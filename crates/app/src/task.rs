@@ -222,15 +222,28 @@ fn outcome_failure(change: &Change) -> Option<Failure> {
         return None;
     };
     let message = if *stuck {
+        // A stuck task's hand-off runs its postchecks again (stuck → agent-review).
+        let was_stuck = change
+            .before
+            .as_ref()
+            .is_some_and(|b| b.status() == Status::Stuck);
         format!(
-            "the postchecks of {} failed and its {} attempts are used up; the task is now stuck (a person can `warden task retry {}`)",
+            "the postchecks of {} failed and its {} attempts are used up; the task {} stuck (a person can `warden task retry {}`)",
             t.id(),
             t.spec.max_attempts,
+            if was_stuck { "stays" } else { "is now" },
             t.id()
         )
     } else {
+        // What ran the guard: a direct task's move to done, a review task's hand-off.
+        let again = match t.spec.workflow {
+            warden_core::model::WorkflowKind::Direct => {
+                format!("`warden task update {} --status done`", t.id())
+            }
+            warden_core::model::WorkflowKind::Review => "`warden task complete`".to_owned(),
+        };
         format!(
-            "the postchecks of {} failed (attempt {} of {}); fix the problem and run `warden task complete` again",
+            "the postchecks of {} failed (attempt {} of {}); fix the problem and run {again} again",
             t.id(),
             t.attempts(),
             t.spec.max_attempts

@@ -1974,3 +1974,47 @@ fn an_empty_warden_dir_is_unset() {
     let o = elsewhere.run_env(&["task", "show", "t"], &[("WARDEN_DIR", root)]);
     assert_eq!(code(&o), 0, "{}", text(&o.stderr));
 }
+
+/// A failed guard says what ran it, to run again: a direct task's move to done (its
+/// `task complete` is refused in that workflow), a review task's hand-off; and a stuck
+/// task whose hand-off ran its postchecks again stays stuck, it does not become so.
+#[test]
+fn a_failed_guard_names_the_command_that_runs_it_again() {
+    let ws = Workspace::new("guard-hint");
+    ws.create(
+        "d",
+        &[
+            "--work",
+            "true",
+            "--postchecks",
+            "false",
+            "--max-attempts",
+            "3",
+        ],
+    );
+    ws.to("d", "working");
+    let o = ws.expect(&["task", "update", "d", "--status", "done"], 1);
+    assert!(
+        err_line(&o).ends_with(
+            "the postchecks of d failed (attempt 1 of 3); fix the problem and run `warden task update d --status done` again"
+        ),
+        "{}",
+        err_line(&o)
+    );
+    ws.create("r", &["--postchecks", "false", "--max-attempts", "3"]);
+    ws.to("r", "working");
+    ws.handoff("r");
+    let o = ws.expect(&["task", "complete", "r"], 1);
+    assert!(
+        err_line(&o).ends_with("run `warden task complete` again"),
+        "{}",
+        err_line(&o)
+    );
+    ws.stuck_by_its_postchecks("s");
+    let o = ws.expect(&["task", "complete", "s"], 1);
+    assert!(
+        err_line(&o).contains("its 1 attempts are used up; the task stays stuck"),
+        "{}",
+        err_line(&o)
+    );
+}

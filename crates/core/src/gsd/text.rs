@@ -942,10 +942,12 @@ pub fn readable_name(slug: &str) -> String {
     truncate_chars(&s, MAX_TITLE_CHARS)
 }
 
-/// A Markdown body has content beyond whitespace (used for SUMMARY.md).
+/// A SUMMARY.md has content: a letter or digit in its body, outside HTML comments.
 pub fn has_content(text: &str) -> bool {
-    let split = split_frontmatter(text);
-    !split.body.trim().is_empty()
+    // The evidence rule of a `## Handoff` (a letter or digit outside comments): a
+    // SUMMARY.md of NULs (a torn write; each read as U+FFFD) or of `...` marked its
+    // plan done.
+    crate::artifact::has_content(split_frontmatter(text).body)
 }
 
 #[cfg(test)]
@@ -1135,5 +1137,8 @@ npm i
         assert!(!has_content("---\nphase: 1\n---\n\n  \n"));
         assert!(has_content("---\nphase: 1\n---\nDone.\n"));
         assert!(has_content("# Summary\n"));
+        assert!(!has_content("...\n"));
+        assert!(!has_content(&"\u{fffd}".repeat(4096)));
+        assert!(!has_content("---\nphase: 1\n---\n<!-- to do -->\n"));
     }
 }

@@ -364,6 +364,9 @@ impl App {
                 // Refused before merge-ri could put the work on the base branch.
                 if let Ok(at) = before.binary_search_by(|t| t.id().cmp(&selected)) {
                     plan_ops::may_finish(&before[at], &update).map_err(Failure::from)?;
+                    if status == warden_core::tree::AgentStatus::Decomposed {
+                        plan_ops::may_decompose(&before[at]).map_err(Failure::from)?;
+                    }
                 }
                 // Reaching done goes through merge-ri on every path: the work of a task the
                 // apply finishes reaches the base branch (idempotent when decided again).

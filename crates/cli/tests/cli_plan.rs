@@ -1021,11 +1021,69 @@ fn a_done_apply_finishes_nothing_the_store_says_is_not_ready() {
         assert!(err_line(&o).contains(why), "{id}: {}", err_line(&o));
         assert_eq!(stored(), before, "{id}: nothing written");
     }
+    // Nor through children: a stuck task or one in review gains none, and a child
+    // waits for its group's dependencies (before, finishing a child finished them).
+    let decompose = |id: &str| {
+        let child = format!("{id}-part");
+        let f = write_tree(&ws, "t.json", |nodes| {
+            nodes.push(json!({"id": child, "parent": id, "work": "true"}));
+        });
+        ws.run(&[
+            "plan",
+            "apply",
+            &f,
+            "--selected",
+            id,
+            "--status",
+            "decomposed",
+        ])
+    };
+    for (id, why) in [
+        (
+            "spent",
+            "plan apply cannot decompose task spent: it is stuck, so it is not its agent's to decompose now",
+        ),
+        (
+            "rvw",
+            "plan apply cannot decompose task rvw: it is agent-review, so it is not its agent's to decompose now (its review decides it first)",
+        ),
+    ] {
+        if id == "rvw" {
+            ws.handoff("rvw");
+            ws.ok(&["task", "complete", "rvw"]);
+        }
+        let before = stored();
+        let o = decompose(id);
+        assert_eq!(crate::common::code(&o), 1, "{id}: {}", text(&o.stderr));
+        assert!(err_line(&o).contains(why), "{id}: {}", err_line(&o));
+        assert_eq!(stored(), before, "{id}: nothing written");
+    }
+    assert_eq!(
+        crate::common::code(&decompose("dep")),
+        0,
+        "a pending task plans"
+    );
+    let before = stored();
+    let o = done("dep-part");
+    assert_eq!(crate::common::code(&o), 1, "{}", text(&o.stderr));
+    assert!(
+        err_line(&o).contains(
+            "plan apply cannot finish task dep-part: it depends on base, which is pending"
+        ),
+        "{}",
+        err_line(&o)
+    );
+    assert_eq!(stored(), before, "nothing written");
     // What the store allows: the dependency first, then the task that waited on it.
-    for id in ["base", "dep"] {
+    for id in ["base", "dep-part"] {
         assert_eq!(crate::common::code(&done(id)), 0, "{id}");
         assert_eq!(ws.show(id)["status"], "done", "{id}");
     }
+    assert_eq!(
+        ws.show("dep")["status"],
+        "done",
+        "the group is done by its task"
+    );
     ws.check_ok();
 }
 

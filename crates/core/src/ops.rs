@@ -263,9 +263,11 @@ pub enum Refusal {
         /// Its status.
         status: Status,
     },
-    /// `plan apply` would finish a task the store says may not be finished yet.
-    #[error("plan apply cannot finish task {id}: {why}")]
+    /// `plan apply` would finish (or decompose) a task the store says may not be.
+    #[error("plan apply cannot {what} task {id}: {why}")]
     ApplyDone {
+        /// What the apply would do: "finish" or "decompose".
+        what: &'static str,
         /// The selected task.
         id: String,
         /// Why, and what to do instead.

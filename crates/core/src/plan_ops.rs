@@ -169,6 +169,7 @@ pub fn may_finish(task: &Task, update: &TreeUpdate) -> Result<(), Refusal> {
     }
     let refuse = |why: String| {
         Err(Refusal::ApplyDone {
+            what: "finish",
             id: id.to_string(),
             why,
         })
@@ -188,19 +189,74 @@ pub fn may_finish(task: &Task, update: &TreeUpdate) -> Result<(), Refusal> {
             "it is in the review workflow and {status}, so done would skip its review; it reaches done through `warden task complete`, a reviewer's PASS and `warden task approve {id}`"
         ));
     }
-    let deps = &task.spec.depends_on;
-    if !deps.is_empty() {
-        let open = update
-            .nodes
-            .iter()
-            .filter(|n| deps.contains(&n.spec.id) && n.status != Status::Done)
-            .min_by(|a, b| a.spec.id.cmp(&b.spec.id));
-        if let Some(d) = open {
-            return refuse(format!(
-                "it depends on {}, which is {}; finish that first (`warden plan next` names what is ready)",
-                d.spec.id, d.status
-            ));
-        }
+    // Its own dependencies and its groups': a task waits for what its groups wait for
+    // (a child added under a blocked task finished it by derivation).
+    let at: std::collections::HashMap<&TaskId, usize> = update
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (&n.spec.id, i))
+        .collect();
+    let mut deps: Vec<&TaskId> = task.spec.depends_on.iter().collect();
+    let mut up = at
+        .get(id)
+        .and_then(|&i| update.nodes[i].spec.parent.as_ref());
+    let mut hops = 0;
+    while let Some(p) = up
+        && hops < crate::tree::MAX_DEPTH
+    {
+        let Some(&i) = at.get(p) else { break };
+        deps.extend(&update.nodes[i].spec.depends_on);
+        up = update.nodes[i].spec.parent.as_ref();
+        hops += 1;
+    }
+    let open = deps
+        .into_iter()
+        .filter_map(|d| at.get(d).map(|&i| &update.nodes[i]))
+        .filter(|n| n.status != Status::Done)
+        .min_by(|a, b| a.spec.id.cmp(&b.spec.id));
+    if let Some(d) = open {
+        let next = if d.status == Status::Cancelled {
+            format!(
+                "a cancelled task is never done: drop it from depends_on (`warden task edit {id} --drop-depends-on {}`)",
+                d.spec.id
+            )
+        } else {
+            "finish that first (`warden plan next` names what is ready)".to_owned()
+        };
+        return refuse(format!(
+            "it depends on {}, which is {}; {next}",
+            d.spec.id, d.status
+        ));
+    }
+    Ok(())
+}
+
+/// `plan apply --status decomposed`: a task the store says is not the agent's to plan
+/// (stuck, waiting for a person's retry; in review) gains no children. Before, the
+/// children of a stuck task, or of an agent's task waiting for its review, were
+/// finished and the task was done by derivation, past every refusal of a direct done.
+pub fn may_decompose(task: &Task) -> Result<(), Refusal> {
+    let status = task.status();
+    if matches!(
+        status,
+        Status::Stuck | Status::AgentReview | Status::Reviewing
+    ) {
+        return Err(Refusal::ApplyDone {
+            what: "decompose",
+            id: task.id().to_string(),
+            why: format!(
+                "it is {status}, so it is not its agent's to decompose now ({})",
+                if status == Status::Stuck {
+                    format!(
+                        "a person runs it again first: warden task retry {}",
+                        task.id()
+                    )
+                } else {
+                    "its review decides it first".to_owned()
+                }
+            ),
+        });
     }
     Ok(())
 }

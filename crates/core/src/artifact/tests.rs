@@ -190,7 +190,8 @@ fn verdicts() {
     check_verdict("Looks good overall.\n", None);
     // The first line with a token decides, and its first token.
     check_verdict("Summary\n\nFAIL, not a PASS\nPASS\n", Some(Fail));
-    check_verdict("pass/fail\n", Some(Pass));
+    // An alternative names no verdict: a template's `PASS/FAIL` echoed is none.
+    check_verdict("pass/fail\n", None);
     check_verdict("bypassed\nFAIL\n", Some(Fail));
     check_verdict("Verdict:\r\nPASS\r\n", Some(Pass));
     // Comments are not verdict lines.
@@ -205,8 +206,8 @@ fn verdicts() {
     check_verdict("```\nFAIL\n```\nPASS", Some(Fail));
     // A token after a negation on its line is no verdict: the next line decides.
     check_verdict("NOT PASS: tests are missing", None);
-    check_verdict("Does not PASS; FAIL", None);
-    check_verdict("No FAIL found, PASS", None);
+    check_verdict("Does not PASS; FAIL", Some(Fail));
+    check_verdict("No FAIL found, PASS", Some(Pass));
     check_verdict("Don't PASS this", None);
     check_verdict("This doesn\u{2019}t PASS", None);
     check_verdict("Nothing passes; it cannot PASS as is", None);
@@ -215,6 +216,20 @@ fn verdicts() {
     check_verdict("<!-- not --> PASS", Some(Pass));
     check_verdict("PASS: nothing is missing, no FAIL", Some(Pass));
     check_verdict("Notable: PASS", Some(Pass));
+    // Alternatives and negations name none; a line whose tokens disagree is no verdict
+    // line. The negation is the word before the token (an article between allowed).
+    check_verdict("Verdict (PASS/FAIL): FAIL", Some(Fail));
+    check_verdict("**Verdict (PASS or FAIL):** FAIL", Some(Fail));
+    check_verdict("PASS / FAIL: FAIL", Some(Fail));
+    check_verdict("PASS | FAIL\nPASS", Some(Pass));
+    check_verdict("PASS criteria not met -> FAIL", None);
+    check_verdict("PASS but FAIL", None);
+    check_verdict("Failed to PASS the integration tests.", None);
+    check_verdict("No issues found. PASS", Some(Pass));
+    check_verdict("I cannot find any problem. PASS", Some(Pass));
+    check_verdict("Not blocking: PASS", Some(Pass));
+    check_verdict("Without doubt, PASS", Some(Pass));
+    check_verdict("FAIL, not a PASS", Some(Fail));
 }
 
 #[test]
@@ -229,25 +244,49 @@ fn verdict_wire_names() {
 
 /// An independent reading of the rule for text without comments: split into words.
 fn oracle(s: &str) -> Option<Verdict> {
-    // Line by line, word by word: a token decides unless a negation came before it on
-    // its line, which makes the line no verdict line.
+    // Line by line, word by word (the strategy makes no `/`, `|` or apostrophe): a
+    // token names a verdict unless it is a side of `X or Y` or follows a negation (an
+    // article between allowed); the line's named tokens must agree.
+    let negation = [
+        "not", "no", "never", "nor", "cannot", "without", "neither", "none",
+    ];
+    let token = |w: &str| match w {
+        "pass" => Some(Verdict::Pass),
+        "fail" => Some(Verdict::Fail),
+        _ => None,
+    };
     s.lines().find_map(|line| {
         let words: Vec<String> = line
             .split(|c: char| !is_word_char(c))
+            .filter(|w| !w.is_empty())
             .map(str::to_ascii_lowercase)
             .collect();
-        let at = words.iter().position(|w| w == "pass" || w == "fail")?;
-        let negation = [
-            "not", "no", "never", "nor", "cannot", "without", "neither", "none",
-        ];
-        if words[..at].iter().any(|w| negation.contains(&w.as_str())) {
-            return None;
+        let mut found = None;
+        for (k, w) in words.iter().enumerate() {
+            let Some(v) = token(w) else { continue };
+            let side = (k >= 2 && words[k - 1] == "or" && token(&words[k - 2]).is_some())
+                || (words.get(k + 1).is_some_and(|o| o == "or")
+                    && words.get(k + 2).is_some_and(|n| token(n).is_some()));
+            let mut before = words[..k].iter().rev();
+            let mut last = before.next();
+            if matches!(last.map(String::as_str), Some("a" | "an" | "the")) {
+                last = before.next();
+            }
+            let failing = ["fail", "fails", "failed", "failing"];
+            let negated = last.is_some_and(|l| {
+                negation.contains(&l.as_str())
+                    || (l == "to" && before.next().is_some_and(|f| failing.contains(&f.as_str())))
+            });
+            if side || negated {
+                continue;
+            }
+            match found {
+                None => found = Some(v),
+                Some(f) if f != v => return None,
+                Some(_) => {}
+            }
         }
-        Some(if words[at] == "pass" {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        })
+        found
     })
 }
 

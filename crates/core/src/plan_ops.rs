@@ -16,7 +16,8 @@ pub const REASON_PLAN_APPLY: &str = "plan apply";
 
 /// One change per task the reconciled tree touches, in id order. `merged` holds the
 /// merge-ri result of every task the apply moves to `done` (the caller ran it: reaching
-/// `done` goes through merge-ri on every path).
+/// `done` goes through merge-ri on every path), after [`may_finish`] and, for a
+/// decomposition, [`may_decompose`] let the selected task through.
 pub fn plan_applied(
     prev: &[Task],
     update: &TreeUpdate,
@@ -48,9 +49,6 @@ pub fn plan_applied(
         .into_iter()
         .map(|id| (id, ()))
         .collect();
-    if let Some(t) = stored(selected) {
-        may_finish(t, update)?;
-    }
     let mut kinds: BTreeMap<TaskId, Vec<EventKind>> = BTreeMap::new();
     for n in &update.nodes {
         let id = &n.spec.id;

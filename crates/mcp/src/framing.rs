@@ -42,16 +42,36 @@ pub struct Replies {
     asked: AtomicUsize,
     answered: AtomicUsize,
     /// Calls running now (see `WardenServer::exec`).
-    pub(crate) working: AtomicUsize,
+    working: AtomicUsize,
     /// Stdout failed: nobody reads the answers.
     broken: AtomicBool,
+    /// Told when any of the above moves.
+    moved: tokio::sync::Notify,
 }
 
 impl Replies {
+    fn add(&self, n: &AtomicUsize, by: usize) {
+        n.fetch_add(by, Ordering::SeqCst);
+        // A stored permit: a waiter that looks after this still wakes.
+        self.moved.notify_one();
+    }
+
+    /// A call starts running (see `WardenServer::exec`).
+    pub(crate) fn call_started(&self) {
+        self.add(&self.working, 1);
+    }
+
+    /// A call has ended.
+    pub(crate) fn call_ended(&self) {
+        self.working.fetch_sub(1, Ordering::SeqCst);
+        self.moved.notify_one();
+    }
+
     /// Waits until every request read has its answer written, stdout failed, or nothing
     /// has run and no count has moved for a second (a request rmcp never answers, such
     /// as a batch, must not hold the process for ever).
     async fn settled(&self) {
+        const QUIET: Duration = Duration::from_secs(1);
         let counts = || {
             (
                 self.asked.load(Ordering::SeqCst),
@@ -69,10 +89,17 @@ impl Replies {
             if now != last {
                 last = now;
                 quiet_since = Instant::now();
-            } else if now.2 == 0 && quiet_since.elapsed() >= Duration::from_secs(1) {
-                return;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            if now.2 > 0 {
+                // A call runs: its end (or an answer) is what to wait for.
+                self.moved.notified().await;
+            } else {
+                let left = QUIET.saturating_sub(quiet_since.elapsed());
+                if left.is_zero() {
+                    return;
+                }
+                let _ = tokio::time::timeout(left, self.moved.notified()).await;
+            }
         }
     }
 }
@@ -100,9 +127,12 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Counted<W> {
         match &r {
             Poll::Ready(Ok(n)) => {
                 let lines = buf[..*n].iter().filter(|b| **b == b'\n').count();
-                self.replies.answered.fetch_add(lines, Ordering::SeqCst);
+                self.replies.add(&self.replies.answered, lines);
             }
-            Poll::Ready(Err(_)) => self.replies.broken.store(true, Ordering::SeqCst),
+            Poll::Ready(Err(_)) => {
+                self.replies.broken.store(true, Ordering::SeqCst);
+                self.replies.moved.notify_one();
+            }
             Poll::Pending => {}
         }
         r
@@ -214,10 +244,10 @@ pub fn bounded_answering<R: AsyncRead + Unpin + Send + 'static>(
 fn count(replies: &Option<Arc<Replies>>, k: Kind) {
     if let Some(r) = replies {
         match k {
-            Kind::Request => r.asked.fetch_add(1, Ordering::SeqCst),
-            Kind::Cancel => r.answered.fetch_add(1, Ordering::SeqCst),
-            Kind::Other => 0,
-        };
+            Kind::Request => r.add(&r.asked, 1),
+            Kind::Cancel => r.add(&r.answered, 1),
+            Kind::Other => {}
+        }
     }
 }
 

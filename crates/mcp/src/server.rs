@@ -282,14 +282,14 @@ impl WardenServer {
     {
         let ws = self.inner.ws.clone();
         let actor = self.inner.actor;
-        let working = &self.inner.replies.working;
-        working.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let replies = &self.inner.replies;
+        replies.call_started();
         let done = tokio::task::spawn_blocking(move || {
             let app = App::open(ws, actor)?;
             f(&app)
         })
         .await;
-        working.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        replies.call_ended();
         self.inner.worked.notify_one();
         match done {
             Ok(r) => r,

@@ -394,6 +394,16 @@ impl Default for MemoryConfig {
     }
 }
 
+/// Can `token` be the web console's access token: at least 16 characters, each one a
+/// URL and a cookie carry as it is. A `;` cut the cookie short, a `#` or `&` the
+/// printed URL, and the person's browser was refused with the right token.
+pub fn token_fits(token: &str) -> bool {
+    token.len() >= 16
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
+}
+
 /// The file `warden init` writes: every default, commented, so people see what exists.
 pub const DEFAULT_TOML: &str = r#"# Warden configuration. Every key is optional; these are the defaults.
 
@@ -485,12 +495,8 @@ impl Config {
         if c.memory.max_items == 0 {
             return Err(err("memory.max_items must be at least 1".into()));
         }
-        // As `warden_web::token_fits` (the store does not depend on the console).
         if let Some(t) = &c.serve.token
-            && (t.len() < 16
-                || !t
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-')))
+            && !token_fits(t)
         {
             return Err(err(
                 "serve.token must be at least 16 characters of A-Z a-z 0-9 . _ ~ - (it travels in a URL and a cookie)".into(),

@@ -125,15 +125,7 @@ fn secret() -> Result<String, Failure> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// Can `token` be the console's access token: at least 16 characters, each one a URL
-/// and a cookie carry as it is. A `;` cut the cookie short, a `#` or `&` the printed
-/// URL, and the person's browser was refused with the right token.
-pub fn token_fits(token: &str) -> bool {
-    token.len() >= 16
-        && token
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
-}
+pub use warden_store::config::token_fits;
 
 /// Opens the console: checks the token, binds `opts.addr`, opens the store (a usage
 /// error for a bad address, exit 2; a busy port is a conflict, exit 4).

@@ -38,18 +38,15 @@ impl Fixture {
             })
             .unwrap();
         }
-        let rev = TaskId::new("rev").unwrap();
-        for (to, section) in [
-            (Status::Working, ""),
-            (Status::AgentReview, "\n## Handoff\ndone\n"),
-            (Status::Reviewing, "\n## Review\nPASS\n"),
-        ] {
-            let file = app.ws().task_file(&rev);
-            let mut text = std::fs::read_to_string(&file).unwrap();
-            text.push_str(section);
-            std::fs::write(&file, text).unwrap();
-            app.transition(&Transition::to(rev.clone(), to)).unwrap();
-        }
+        walk(
+            &app,
+            "rev",
+            &[
+                (Status::Working, ""),
+                (Status::AgentReview, "\n## Handoff\ndone\n"),
+                (Status::Reviewing, "\n## Review\nPASS\n"),
+            ],
+        );
         let mut opts = Options::new("127.0.0.1:0".parse().unwrap());
         configure(&mut opts);
         let ws = app.ws().clone();
@@ -143,6 +140,18 @@ impl Response {
         let e = &v["error"];
         assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
         (e["code"].as_u64().unwrap(), e["refused"].as_bool().unwrap())
+    }
+}
+
+/// Moves task `id` through `steps`, appending each step's section to its TASK.md first.
+fn walk(app: &App, id: &str, steps: &[(Status, &str)]) {
+    let id = TaskId::new(id).unwrap();
+    for (to, section) in steps {
+        let file = app.ws().task_file(&id);
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        text.push_str(section);
+        std::fs::write(&file, text).unwrap();
+        app.transition(&Transition::to(id.clone(), *to)).unwrap();
     }
 }
 
@@ -504,18 +513,17 @@ fn an_approve_is_of_the_round_the_person_saw() {
     let seen = f.get("/api/tasks/rev", &[]).json()["task"]["version"]
         .as_u64()
         .unwrap();
-    let rev = TaskId::new("rev").unwrap();
-    f.app.reject(&rev, "redo the form").unwrap();
-    for (to, section) in [
-        (Status::AgentReview, "\n## Handoff\nanother change\n"),
-        (Status::Reviewing, "\n## Review\nPASS round 2\n"),
-    ] {
-        let file = f.app.ws().task_file(&rev);
-        let mut text = std::fs::read_to_string(&file).unwrap();
-        text.push_str(section);
-        std::fs::write(&file, text).unwrap();
-        f.app.transition(&Transition::to(rev.clone(), to)).unwrap();
-    }
+    f.app
+        .reject(&TaskId::new("rev").unwrap(), "redo the form")
+        .unwrap();
+    walk(
+        &f.app,
+        "rev",
+        &[
+            (Status::AgentReview, "\n## Handoff\nanother change\n"),
+            (Status::Reviewing, "\n## Review\nPASS round 2\n"),
+        ],
+    );
     let now = f.get("/api/tasks/rev", &[]).json()["task"]["version"]
         .as_u64()
         .unwrap();

@@ -648,18 +648,24 @@ fn a_cancel_stops_a_running_guard_instead_of_waiting_for_it() {
         .unwrap();
     let note = ws.path(".warden/tasks/a/check.pid");
     let start = std::time::Instant::now();
-    while !(note.exists() && pid_file.exists()) {
+    // The shell's `>` makes the file before `echo` fills it.
+    let written = || {
+        std::fs::read_to_string(&pid_file)
+            .ok()?
+            .trim()
+            .parse::<i32>()
+            .ok()
+    };
+    let check_pid = loop {
+        if let (true, Some(pid)) = (note.exists(), written()) {
+            break pid;
+        }
         assert!(
             start.elapsed() < std::time::Duration::from_secs(60),
             "the guard never started"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let check_pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    };
     // Any other command behind the guard says what holds it (it said "try again",
     // which fails for as long as the guard runs).
     let toml = ws.path(".warden/warden.toml");

@@ -333,7 +333,9 @@ pub fn run_check_noted(
     let started = Proc::read(child.id()).map_or(0, |p| p.start);
     let noted = note.filter(|p| {
         let text = format!("{} {} {started} {what}\n", std::process::id(), child.id());
-        std::fs::write(p, text).is_ok()
+        // Whole or not at all: a cancel reading a half-written note would not find the
+        // check to stop, and a refused command would not name it.
+        warden_store::files::write_view(p, text.as_bytes()).is_ok()
     });
     // The check is over when its process is: what it left running in its group ends
     // with it.

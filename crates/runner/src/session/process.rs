@@ -230,7 +230,9 @@ pub fn start_process_with(
                 );
             }
             if let Some(f) = &exit_file {
-                let _ = std::fs::write(f, format!("{code}\n"));
+                // Whole or not at all: a supervisor reading it meanwhile must not see
+                // an empty file and take the code for unrecorded.
+                let _ = warden_store::files::write_atomic(f, format!("{code}\n").as_bytes());
             }
             note(
                 &spec.log_path,

@@ -682,6 +682,9 @@ fn a_cancel_stops_a_running_guard_instead_of_waiting_for_it() {
             "error: task a is being changed by another process: its checks are running (process {check_pid}); wait for them to end and try again, or cancel the task (that stops them)"
         )
     );
+    // The cancel's own wait for the lock is the default again: what it must not wait
+    // for is the guard, which runs until stopped.
+    std::fs::write(&toml, config).unwrap();
     let o = ws.run(&["task", "cancel", "a", "--reason", "not needed"]);
     assert_eq!(code(&o), 0, "{}", describe(&["task", "cancel"], &o));
     assert_eq!(ws.status("a"), "cancelled");

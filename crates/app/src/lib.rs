@@ -7,6 +7,8 @@
 //! Writes go through the engine's two write paths (`Engine::write_task` for one task,
 //! `Engine::write_batch` for many), which hold the per-task locks and retry conflicts;
 //! rules come from `warden-core`; processes (checks, git, sessions) from `warden-runner`.
+// Stderr is written through `warden_store::say!`, which a closed stderr cannot panic.
+#![cfg_attr(not(test), deny(clippy::print_stderr))]
 
 pub mod agent;
 pub mod edit;

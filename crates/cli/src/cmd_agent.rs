@@ -92,7 +92,7 @@ pub fn hook(g: &Global, a: HookArgs) -> Result<(), Failure> {
     match hooks::answer(&ctx, event, &input) {
         Ok(Some(text)) => out::line(&text),
         Ok(None) => {}
-        Err(f) => eprintln!("warden hook: {} (the agent goes on)", f.headline()),
+        Err(f) => warden_store::say!("warden hook: {} (the agent goes on)", f.headline()),
     }
     Ok(())
 }

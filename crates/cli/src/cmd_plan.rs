@@ -299,7 +299,7 @@ fn print_synced(g: &Global, s: &warden_app::plan::Synced, watching: bool) {
     out::print(&text);
     // Warnings are about the files, for the person who keeps them: on stderr.
     for w in &s.warnings {
-        eprintln!("warning: {}: {}", w.path, w.message);
+        warden_store::say!("warning: {}: {}", w.path, w.message);
     }
 }
 

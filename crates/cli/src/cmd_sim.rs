@@ -32,6 +32,9 @@
 //! plan's SUMMARY.md where the prompt says (relative to their working directory) and a
 //! `## Handoff`, then run `warden task complete`.
 
+// Progress for the person watching (demo) and the simulated agent's own log.
+#![allow(clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

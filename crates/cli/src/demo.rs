@@ -4,6 +4,9 @@
 //! one fails its first review, one never satisfies its reviewer and ends stuck. The demo
 //! plays the person: it approves what reaches `reviewing` and respawns a crashed worker.
 
+// Progress for the person watching (demo) and the simulated agent's own log.
+#![allow(clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

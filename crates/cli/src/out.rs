@@ -16,7 +16,7 @@ pub fn print(s: &str) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        eprintln!("error: cannot write to stdout: {e}");
+        warden_store::say!("error: cannot write to stdout: {e}");
         std::process::exit(5);
     }
 }
@@ -37,9 +37,9 @@ pub fn json<T: Serialize + ?Sized>(v: &T) {
 pub fn failure(f: &Failure, json: bool) -> u8 {
     if json {
         let doc = serde_json::json!({ "error": f });
-        eprintln!("{}", serde_json::to_string(&doc).unwrap_or_default());
+        warden_store::say!("{}", serde_json::to_string(&doc).unwrap_or_default());
     } else {
-        eprintln!("{}", f.text());
+        warden_store::say!("{}", f.text());
     }
     f.code.code()
 }

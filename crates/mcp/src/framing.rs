@@ -276,7 +276,7 @@ fn checked(line: Vec<u8>) -> Option<(Vec<u8>, Kind)> {
             return match top_level_id(&text) {
                 Some(id) => invalid(id, -32700, format!("the message is not valid JSON: {e}")),
                 None => {
-                    eprintln!(
+                    warden_store::say!(
                         "warden mcp: dropped a message that is not valid JSON and names no id ({e})"
                     );
                     None
@@ -320,7 +320,7 @@ fn checked(line: Vec<u8>) -> Option<(Vec<u8>, Kind)> {
 fn stand_in(prefix: &[u8], bytes: usize) -> Option<Vec<u8>> {
     let text = String::from_utf8_lossy(prefix);
     let Some(id) = top_level_id(&text) else {
-        eprintln!(
+        warden_store::say!(
             "warden mcp: dropped a message of {bytes} bytes (over the {} MiB limit) whose id is not in its first {} KiB",
             MAX_MESSAGE_BYTES / (1024 * 1024),
             PREFIX_BYTES / 1024

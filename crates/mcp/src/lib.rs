@@ -2,6 +2,8 @@
 //! and orchestrators, on stdio, built with the official Rust SDK (`rmcp`). Every change
 //! goes through the application layer the CLI uses (`warden_app`), with the same
 //! refusals and the same one-line messages.
+// Stderr is written through `warden_store::say!`, which a closed stderr cannot panic.
+#![cfg_attr(not(test), deny(clippy::print_stderr))]
 
 mod actions;
 mod framing;

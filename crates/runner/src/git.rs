@@ -372,7 +372,7 @@ pub fn link_task_file(worktree: &Path, task_file: &Path) -> Result<(), GitError>
             path: link.clone(),
             source,
         })?;
-        eprintln!(
+        warden_store::say!(
             "warning: {} was a file, not the link to {}: kept as {}",
             link.display(),
             target.display(),

@@ -250,7 +250,7 @@ fn note_merge(eng: &Engine, t: &Task, worktree: &Path, base: &str) {
                 .map_err(|e| e.to_string())
         });
     if let Err(e) = written {
-        eprintln!("warning: {}: {e}", note.display());
+        warden_store::say!("warning: {}: {e}", note.display());
     }
 }
 

@@ -556,7 +556,7 @@ impl Engine {
         match self.store.get(id) {
             Ok(Some(t)) => self.mirror(&t, None),
             Ok(None) => {}
-            Err(e) => eprintln!("warning: {}: {e}", self.task_file_shown(id)),
+            Err(e) => crate::say!("warning: {}: {e}", self.task_file_shown(id)),
         }
         drop(lock);
     }
@@ -656,7 +656,7 @@ impl Engine {
     /// never a lost commit.
     fn mirror(&self, t: &Task, read: Option<String>) {
         if let Err(e) = taskfile::sync(&self.ws, t, read) {
-            eprintln!("warning: {}: {e}", self.task_file_shown(t.id()));
+            crate::say!("warning: {}: {e}", self.task_file_shown(t.id()));
         }
     }
 
@@ -666,7 +666,7 @@ impl Engine {
         if self.ws.state_md().exists()
             && let Err(e) = self.write_state_md()
         {
-            eprintln!("warning: STATE.md not updated: {e}");
+            crate::say!("warning: STATE.md not updated: {e}");
         }
     }
 

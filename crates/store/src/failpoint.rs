@@ -31,7 +31,7 @@ pub fn hit(name: &str) {
     if std::env::var("WARDEN_FAILPOINT").is_ok_and(|v| v == name) {
         if name == "after-commit-exit" {
             // Written, but the caller is told it failed.
-            eprintln!("error: failpoint {name}: exiting after the commit");
+            crate::say!("error: failpoint {name}: exiting after the commit");
             std::process::exit(5);
         }
         std::process::abort();

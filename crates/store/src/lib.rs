@@ -4,6 +4,8 @@
 //! A write is one [`Batch`] of core [`Change`]s committed in one transaction, fenced by
 //! the task versions the changes were computed from: a concurrent writer gets
 //! [`StoreError::Conflict`] and nothing is written.
+// Stderr is written through `say!`, which a closed stderr cannot panic.
+#![cfg_attr(not(test), deny(clippy::print_stderr))]
 
 pub mod config;
 pub mod engine;
@@ -19,6 +21,25 @@ pub mod postgres;
 pub mod sqlite;
 pub mod taskfile;
 pub mod workspace;
+
+/// `eprintln!` that cannot panic: a line for stderr that a closed stderr (`warden … 2>&1
+/// | head`, a parent that went away) loses instead of ending the process with a panic's
+/// exit 101, which said nothing true, and came after a commit as easily as before one.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::say_line(&format!($($arg)*))
+    };
+}
+
+/// See [`say!`].
+pub fn say_line(s: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = err
+        .write_all(s.as_bytes())
+        .and_then(|()| err.write_all(b"\n"));
+}
 
 use warden_core::event::Event;
 use warden_core::failure::{ExitCode, Failure};

@@ -55,7 +55,7 @@ pub(crate) fn write_back(eng: &Engine, changes: &[Change]) {
             && was_done == Some(false)
             && let Err(e) = ensure_summary(eng, t)
         {
-            eprintln!(
+            crate::say!(
                 "warning: the SUMMARY.md of {} was not written back: {e}",
                 t.id()
             );
@@ -70,13 +70,13 @@ pub(crate) fn write_back(eng: &Engine, changes: &[Change]) {
     let tasks = match eng.tasks() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("warning: .planning/STATE.md not updated: {e}");
+            crate::say!("warning: .planning/STATE.md not updated: {e}");
             return;
         }
     };
     for root in roots {
         if let Err(e) = update_progress(eng, &tasks, &root) {
-            eprintln!("warning: {root}/STATE.md not updated: {e}");
+            crate::say!("warning: {root}/STATE.md not updated: {e}");
         }
     }
 }

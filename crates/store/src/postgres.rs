@@ -1593,7 +1593,7 @@ pub mod testing {
                 if std::env::var("CI").is_ok_and(|v| v == "true") {
                     panic!("{test}: {how}");
                 }
-                eprintln!("SKIPPED {test}: {how}");
+                crate::say!("SKIPPED {test}: {how}");
                 None
             }
         }

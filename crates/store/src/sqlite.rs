@@ -334,7 +334,7 @@ impl Drop for SqliteStore {
         // A caller that forgot `sync` (or returned early on an error) still leaves its
         // commits durable.
         if let Err(e) = self.sync_wal() {
-            eprintln!("warning: {e}");
+            crate::say!("warning: {e}");
         }
         let frames = WAL_FRAMES.with(|f| f.replace(0)).max(0) as u64;
         let size = std::fs::metadata(wal_path(&self.path)).map_or(0, |m| m.len());

@@ -89,7 +89,7 @@ pub fn evidence(ws: &Workspace, task: &Task) -> Option<artifact::Evidence> {
                 }
             }
             Err(FileError::Missing(_)) => {}
-            Err(e) => eprintln!(
+            Err(e) => crate::say!(
                 "warning: the evidence file of {} is not used: {e}",
                 task.id()
             ),

@@ -6,7 +6,8 @@
 //! [`bind`] checks the options and opens the socket, the store connections and the
 //! watcher; [`Server::run`] serves until Ctrl-C or SIGTERM. The page's files are
 //! embedded in the binary: nothing to install, nothing fetched from another host.
-
+// Stderr is written through `warden_store::say!`, which a closed stderr cannot panic.
+#![cfg_attr(not(test), deny(clippy::print_stderr))]
 #![forbid(unsafe_code)]
 
 pub mod board;

@@ -119,7 +119,7 @@ fn watch_loop(app: &App, live: &Live, mut seen: u64, stop: &AtomicBool) {
         let v = match app.eng.store.wait_for_change(seen, WAIT) {
             Ok(v) => v,
             Err(e) => {
-                eprintln!("warden serve: waiting for changes failed: {e}; trying again");
+                warden_store::say!("warden serve: waiting for changes failed: {e}; trying again");
                 std::thread::sleep(Duration::from_secs(1));
                 continue;
             }
@@ -153,7 +153,7 @@ fn watch_loop(app: &App, live: &Live, mut seen: u64, stop: &AtomicBool) {
                     live.publish(next, &update);
                 }
             }
-            Err(e) => eprintln!("warden serve: reading the tasks failed: {}", e.text()),
+            Err(e) => warden_store::say!("warden serve: reading the tasks failed: {}", e.text()),
         }
     }
 }

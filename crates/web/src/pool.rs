@@ -92,7 +92,7 @@ fn work(app: App, rx: &Mutex<Receiver<Job>>) {
         let Ok(job) = job else { return };
         // A panic in one request must not take the worker with it.
         if std::panic::catch_unwind(AssertUnwindSafe(|| job(&app))).is_err() {
-            eprintln!("warden serve: a request panicked; the worker goes on");
+            warden_store::say!("warden serve: a request panicked; the worker goes on");
         }
     }
 }

@@ -247,7 +247,23 @@ impl Walk {
             }
             return None;
         }
-        match files::read_text(base, path) {
+        // A byte that is not UTF-8 (a plan saved in Latin-1, a stray byte from a
+        // terminal) is one character, not the whole file: not reading it gave its task
+        // a stand-in title and dropped its text and its `depends_on`, which turned the
+        // plan's order round.
+        let read = files::read_text_lossy(base, path).map(|(text, bad)| {
+            if let Some(at) = bad {
+                self.warn(
+                    WarningKind::NotUtf8Replaced,
+                    rel,
+                    format!(
+                        "this file is not UTF-8 (the first bad byte at offset {at}); read with each bad sequence replaced by U+FFFD"
+                    ),
+                );
+            }
+            text
+        });
+        match read {
             // No task, prompt or store can carry a NUL, and one in a plan's text stopped
             // the whole sync, naming its task. Real plans hold them (a regex quoted
             // with its control characters typed out): each is replaced, and said so.
@@ -338,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn refuses_big_non_utf8_and_counts_limits() {
+    fn refuses_big_replaces_non_utf8_and_counts_limits() {
         let (_d, root) = scratch("limits");
         write(
             &root,
@@ -356,7 +372,7 @@ mod tests {
         let l = list_planning(&root, &limits).unwrap();
         let get = |p: &str| l.files.iter().find(|(x, _)| x == p).unwrap().1.clone();
         assert_eq!(get("big.md"), None);
-        assert_eq!(get("bad.md"), None);
+        assert_eq!(get("bad.md").as_deref(), Some("\u{fffd}\u{fffd}a"));
         assert_eq!(
             get("nul.md").as_deref(),
             Some("# A plan\n\nbinary \u{fffd} junk\n")
@@ -367,7 +383,7 @@ mod tests {
             "{k:?}"
         );
         assert!(
-            k.contains(&(WarningKind::NotRead, "bad.md".into())),
+            k.contains(&(WarningKind::NotUtf8Replaced, "bad.md".into())),
             "{k:?}"
         );
         assert!(

@@ -239,11 +239,17 @@ impl App {
         // refuse a removal it could have allowed, never the other way round.
         let as_of = self.eng.store.last_seq()?;
         let tasks = self.tasks()?;
+        let idx = tree::TreeIndex::new(&tasks);
         Ok(PlanFile {
             as_of_event: Some(as_of),
-            tasks: tree::depth_first(&tasks)
+            tasks: idx
+                .depth_first()
                 .into_iter()
-                .map(PlanNode::from_task)
+                .map(|t| PlanNode {
+                    // A group's, as every view shows it: its tasks'.
+                    passes: Some(idx.passes(t)),
+                    ..PlanNode::from_task(t)
+                })
                 .collect(),
         })
     }

@@ -173,6 +173,11 @@ fn invalid_plans_import_nothing() {
             "a",
         ),
         (
+            "more attempts than allowed",
+            r#"{"tasks": [{"id": "a", "attempts": 99, "max_attempts": 3}, {"id": "ok1"}]}"#,
+            "task a has attempts: 99 but max_attempts: 3; attempts is at most max_attempts",
+        ),
+        (
             "existing id",
             r#"{"tasks": [{"id": "keep"}, {"id": "ok1"}]}"#,
             "keep",
@@ -380,6 +385,56 @@ fn export_round_trips_through_import() {
         "a node imported with passes starts done"
     );
     b.check_ok();
+}
+
+/// A group's `passes` is its tasks', in `plan export` as in `task show`, and an apply of
+/// that export notes no tamper for it. Before, an imported group whose tasks passed was
+/// exported with `passes: false` while `task show` said true.
+#[test]
+fn a_groups_passes_in_an_export_are_its_tasks() {
+    let ws = Workspace::new("export-group-passes");
+    let plan = r#"{"tasks": [{"id": "g"}, {"id": "l", "parent": "g", "passes": true}, {"id": "o"}]}"#;
+    assert_eq!(crate::common::code(&import(&ws, "plan.json", plan)), 0);
+    assert_eq!(ws.show("g")["passes"], true);
+    let exported = export(&ws);
+    let g = exported["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "g")
+        .unwrap()
+        .clone();
+    assert_eq!(g["passes"], true, "{exported}");
+    let f = ws.write("tree.json", serde_json::to_string(&exported).unwrap());
+    let v = ws.json(&[
+        "plan",
+        "apply",
+        f.to_str().unwrap(),
+        "--selected",
+        "o",
+        "--status",
+        "retry",
+    ]);
+    assert_eq!(v["tamper_ignored"], json!([]), "{v}");
+    // A file that says otherwise of the group is noted, as any runner field is.
+    let mut edited = export(&ws);
+    for n in edited["tasks"].as_array_mut().unwrap() {
+        if n["id"] == "g" {
+            n["passes"] = json!(false);
+        }
+    }
+    let f = ws.write("tree2.json", serde_json::to_string(&edited).unwrap());
+    let v = ws.json(&[
+        "plan",
+        "apply",
+        f.to_str().unwrap(),
+        "--selected",
+        "o",
+        "--status",
+        "retry",
+    ]);
+    assert_eq!(v["tamper_ignored"], json!(["g"]), "{v}");
+    ws.check_ok();
 }
 
 /// What a person cancelled stays cancelled through export and import (before, it came

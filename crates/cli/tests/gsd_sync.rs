@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::common::{Workspace, text};
+use crate::common::{Workspace, code, text};
 
 fn corpus_dir() -> PathBuf {
     std::env::var_os("GSD_CORPUS")
@@ -838,4 +838,194 @@ fn sync_says_when_it_rewrites_the_planning_state_md() {
         "# Project State\n\nProgress: [░░░░░░░░░░] 0%\n"
     );
     assert_eq!(ws.json(&["plan", "sync"])["wrote"], serde_json::json!([]));
+}
+
+/// GSD renumbers: removing a phase moves the later ones down, so a plan's number comes
+/// to name what was another plan. A task someone finished or is working on stays the plan
+/// it was made from; the renumbered plan is a task of its own, and runs. Before, the new
+/// plan took over the done task (and never ran), or the working one was re-titled to a
+/// plan its agent never saw.
+#[test]
+fn a_renumbered_plan_does_not_take_over_a_task_someone_finished_or_holds() {
+    let ws = Workspace::new("gsd-renumber");
+    let plan = |title: &str| format!("# {title}\n");
+    ws.write(
+        ".planning/phases/01-setup/01-01-PLAN.md",
+        plan("Set up the repo"),
+    );
+    ws.write(".planning/phases/01-setup/01-01-SUMMARY.md", "# Done\n");
+    ws.write(
+        ".planning/phases/02-pay/02-01-PLAN.md",
+        plan("Build payments"),
+    );
+    ws.write(
+        ".planning/phases/03-api/03-01-PLAN.md",
+        plan("Build the API"),
+    );
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.status("01-01"), "done");
+    ws.ok(&["task", "update", "02-01", "--status", "working"]);
+    // `gsd remove-phase 1`: 02 becomes 01 and 03 becomes 02, directories and files.
+    std::fs::remove_dir_all(ws.path(".planning/phases/01-setup")).unwrap();
+    for (from, to) in [("02-pay", "01-pay"), ("03-api", "02-api")] {
+        std::fs::rename(
+            ws.path(&format!(".planning/phases/{from}")),
+            ws.path(&format!(".planning/phases/{to}")),
+        )
+        .unwrap();
+        let (f, t) = (&from[..2], &to[..2]);
+        std::fs::rename(
+            ws.path(&format!(".planning/phases/{to}/{f}-01-PLAN.md")),
+            ws.path(&format!(".planning/phases/{to}/{t}-01-PLAN.md")),
+        )
+        .unwrap();
+    }
+    let v = ws.json(&["plan", "sync"]);
+    // The finished and the held task are what they were.
+    let done = ws.show("01-01");
+    assert_eq!(
+        (done["status"].as_str(), done["title"].as_str()),
+        (Some("done"), Some("Set up the repo")),
+        "{v}"
+    );
+    let held = ws.show("02-01");
+    assert_eq!(
+        (held["status"].as_str(), held["title"].as_str()),
+        (Some("working"), Some("Build payments")),
+        "{v}"
+    );
+    // The payments plan, moved and renumbered with its title, is still the task being
+    // worked on, under its new phase; the API plan, whose new number is taken, is a
+    // task of its own, after it in GSD's order.
+    assert_eq!(held["parent"], "01-pay", "{v}");
+    let renumbered = notes(&v, "renumbered");
+    assert_eq!(renumbered.len(), 2, "{v}");
+    assert_eq!(renumbered[0], "02-01", "{v}");
+    let api = &renumbered[1];
+    assert!(api.starts_with("02-01-"), "{api}");
+    let api = ws.show(api);
+    assert_eq!(
+        (api["status"].as_str(), api["title"].as_str()),
+        (Some("pending"), Some("Build the API"))
+    );
+    assert_eq!(api["depends_on"], serde_json::json!(["02-01"]), "{api}");
+    // What the files no longer hold and nobody started went; the phase of the done
+    // plan stays with it.
+    let ids: Vec<String> = ws
+        .tasks()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "01-pay",
+            "02-01",
+            "01-setup",
+            "01-01",
+            "02-api",
+            api["id"].as_str().unwrap()
+        ],
+        "{v}"
+    );
+    // Stable: the next sync changes nothing.
+    assert_eq!(ws.json(&["plan", "sync"])["changed"], 0);
+    ws.check_ok();
+}
+
+/// A phase directory renamed (same number, same plans) moves its plans with it; the old
+/// phase, left holding nothing, goes. Before, it stayed behind as a done leaf that
+/// STATE.md counted as a plan.
+#[test]
+fn a_renamed_phase_directory_moves_its_plans_and_leaves_nothing_behind() {
+    let ws = Workspace::new("gsd-rename-phase");
+    ws.write(".planning/phases/01-found/01-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/01-found/01-01-SUMMARY.md", "# Done\n");
+    ws.ok(&["plan", "sync"]);
+    assert_eq!(ws.status("01-found"), "done");
+    std::fs::rename(
+        ws.path(".planning/phases/01-found"),
+        ws.path(".planning/phases/01-found-v2"),
+    )
+    .unwrap();
+    let v = ws.json(&["plan", "sync"]);
+    assert!(notes(&v, "renumbered").is_empty(), "{v}");
+    assert_eq!(notes(&v, "plan_gone"), ["01-found"], "{v}");
+    let ids: Vec<String> = ws
+        .tasks()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["01-found-v2", "01-01"]);
+    assert_eq!(ws.show("01-01")["parent"], "01-found-v2");
+    assert_eq!(ws.status("01-01"), "done");
+    let state = text(&ws.run(&["state"]).stdout);
+    assert!(state.contains("Plans complete: 1/1"), "{state}");
+    ws.check_ok();
+}
+
+/// A byte that is not UTF-8 in a plan is one character replaced, with a warning; the
+/// plan keeps its title, text and `depends_on`. Before, the file was not read: its task
+/// got a stand-in title and lost its order, which turned the plan's order round.
+#[test]
+fn a_bad_byte_in_a_plan_costs_one_character() {
+    let ws = Workspace::new("gsd-bad-byte");
+    let p = ".planning/phases/01-a";
+    ws.write(
+        &format!("{p}/01-01-PLAN.md"),
+        "---\nplan: 01\ndepends_on: [02]\n---\n# Plan: needs the schema first\n\nDetailed.\n",
+    );
+    ws.write(
+        &format!("{p}/01-02-PLAN.md"),
+        "---\nplan: 02\n---\n# Plan: schema\n",
+    );
+    ws.ok(&["plan", "sync"]);
+    let before = ws.show("01-01");
+    assert_eq!(ws.json(&["plan", "next"])["next"], "01-02");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(ws.path(&format!("{p}/01-01-PLAN.md")))
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"caf\xe9\n").unwrap();
+    let o = ws.run(&["plan", "sync"]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("not UTF-8 (the first bad byte at offset"),
+        "{}",
+        text(&o.stderr)
+    );
+    let after = ws.show("01-01");
+    assert_eq!(after["title"], before["title"]);
+    assert_eq!(after["depends_on"], before["depends_on"]);
+    assert!(
+        after["body"].as_str().unwrap().contains("caf\u{fffd}"),
+        "{after}"
+    );
+    assert_eq!(ws.json(&["plan", "next"])["next"], "01-02");
+    ws.check_ok();
+}
+
+/// A stderr nobody reads any more (`warden plan sync 2>&1 | head -1` after head ended)
+/// loses the warnings; the sync is done and exits 0. Before, the warning's write
+/// panicked: exit 101.
+#[test]
+fn a_closed_stderr_loses_warnings_not_the_exit_code() {
+    let ws = Workspace::new("gsd-closed-stderr");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    for i in 2..6 {
+        ws.write(
+            &format!(".planning/phases/01-a/01-0{i}-SUMMARY.md"),
+            "# orphan\n",
+        );
+    }
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = ws
+        .cmd()
+        .args(["plan", "sync"])
+        .stderr(writer)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(ws.status("01-01"), "pending");
 }

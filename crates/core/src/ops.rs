@@ -386,7 +386,14 @@ pub fn create(spec: TaskSpec, initial: Initial, ctx: &Ctx<'_>) -> Result<Change,
         )));
     }
     validate_spec(&spec)?;
-    let attempts = initial.attempts.min(spec.max_attempts);
+    // More failed attempts than allowed says the file is wrong, not how stuck it is.
+    if initial.attempts > spec.max_attempts {
+        return Err(Refusal::InvalidSpec(format!(
+            "task {} has attempts: {} but max_attempts: {}; attempts is at most max_attempts (at max_attempts the task is stuck)",
+            spec.id, initial.attempts, spec.max_attempts
+        )));
+    }
+    let attempts = initial.attempts;
     // An import that moves an old plan over may say a task used up its attempts: it is
     // stuck, as `plan next` and the supervisor read it, and `task retry` runs it again.
     let status = if initial.cancelled {

@@ -295,6 +295,9 @@ pub enum SyncNoteKind {
     PhaseReopened,
     /// A new plan of a phase a person cancelled: created cancelled with it.
     PhaseCancelled,
+    /// A plan renumbered into the id of a task someone started, finished or cancelled,
+    /// which stays the plan it was made from: the plan gets an id of its own.
+    Renumbered,
 }
 
 /// One note of a sync.
@@ -365,7 +368,50 @@ pub fn planning_sync(
             .as_ref()
             .is_some_and(|o| o.tool == TOOL && Some(&o.root) == root.as_ref())
     };
+    let never_started = |t: &Task| {
+        t.status() == Status::Pending
+            && t.attempts() == 0
+            && t.live_session().is_none()
+            && !has_branch(t.id())
+    };
     let mut out = SyncDecision::default();
+    let renumbered;
+    let plan = match renumber(plan, &by_id, &ours, &|t| ours(t) && !never_started(t)) {
+        Some((p, moved)) => {
+            for Moved {
+                old,
+                new,
+                was,
+                adopted,
+            } in moved
+            {
+                out.notes.push(SyncNote {
+                    kind: SyncNoteKind::Renumbered,
+                    task: new.clone(),
+                    message: {
+                        let path = p
+                            .tasks
+                            .iter()
+                            .find(|w| w.spec.id == new)
+                            .and_then(|w| w.spec.origin.as_ref())
+                            .map_or("", |o| o.path.as_str());
+                        if adopted {
+                            format!(
+                                "plan {path} (numbered {old} now) is task {new}, made from {was} before the plans were renumbered"
+                            )
+                        } else {
+                            format!(
+                                "plan {path} now has the number of task {old}, which was made from {was} and is another plan; it is task {new}"
+                            )
+                        }
+                    },
+                });
+            }
+            renumbered = p;
+            &renumbered
+        }
+        None => plan,
+    };
     // Whether each plan's task is done after this sync, for its phase.
     let mut done_after: BTreeMap<&TaskId, bool> = BTreeMap::new();
     let skipped: std::collections::BTreeSet<&TaskId> = plan
@@ -651,6 +697,10 @@ pub fn planning_sync(
                 None => (t.spec.parent.clone(), t.spec.depends_on.clone()),
             }
         };
+        let held: std::collections::BTreeSet<&TaskId> = tasks
+            .iter()
+            .filter_map(|t| t.spec.parent.as_ref())
+            .collect();
         let mut children: BTreeMap<TaskId, Vec<&TaskId>> = BTreeMap::new();
         let mut needed_by: BTreeMap<TaskId, Vec<&TaskId>> = BTreeMap::new();
         for t in tasks {
@@ -662,17 +712,14 @@ pub fn planning_sync(
                 needed_by.entry(d).or_default().push(t.id());
             }
         }
-        let never_started = |t: &Task| {
-            t.status() == Status::Pending
-                && t.attempts() == 0
-                && t.live_session().is_none()
-                && !has_branch(t.id())
-        };
         // Plans before their phase: one pass per level at most.
         for _ in 0..=crate::tree::MAX_DEPTH {
             let before = removing.len();
             for t in &gone {
-                if removing.contains(t.id()) || !never_started(t) {
+                // A phase (a task that held plans) is its plans' status, not work of its
+                // own: once none is left in it, it goes whatever it was (a phase
+                // directory renamed left the old one behind, done, as a leaf).
+                if removing.contains(t.id()) || !(never_started(t) || held.contains(t.id())) {
                     continue;
                 }
                 let kept = |ids: Option<&Vec<&TaskId>>| {
@@ -696,7 +743,12 @@ pub fn planning_sync(
                 SyncNoteKind::PlanGone,
                 id,
                 format!(
-                    "task {id} was made from {path}, which is gone; removed (nobody had started it)"
+                    "task {id} was made from {path}, which is gone; removed ({})",
+                    if never_started(t) {
+                        "nobody had started it"
+                    } else {
+                        "no plan is left in it"
+                    }
                 ),
             );
             per_task.insert(
@@ -735,6 +787,186 @@ pub fn planning_sync(
     // The gone tasks' removals, in id order.
     out.changes.extend(per_task.into_values());
     Ok(out)
+}
+
+/// `path` without the numbers GSD renumbers: each component's leading digits and dots
+/// (`phases/02-pay/02-01-PLAN.md` → `phases/-pay/-01-PLAN.md`, as is
+/// `phases/01-pay/01-01-PLAN.md`).
+fn unnumbered(path: &str) -> String {
+    path.split('/')
+        .map(|c| c.trim_start_matches(|ch: char| ch.is_ascii_digit() || ch == '.'))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A plan whose id [`renumber`] changed.
+struct Moved {
+    /// The id GSD's files give it.
+    old: TaskId,
+    /// Its task's.
+    new: TaskId,
+    /// The file the task `new` (a moved task) or `old` (another plan's) was made from.
+    was: String,
+    /// `new` is a task the plan moved away from (not an id of its own).
+    adopted: bool,
+}
+
+/// GSD renumbers: removing a phase moves every later one down, directories and files
+/// alike, so a plan's number (its id) may come to name what was another plan. A task
+/// someone started, finished or cancelled (`kept`) stays the plan it was made from:
+/// - a wanted plan whose file and title are both not its id's task's is another plan;
+/// - it is the task whose file is gone that has its title and its path but for GSD's
+///   numbers, when exactly one such task was kept (the plan was renumbered);
+/// - else it gets an id of its own, its number and a hash of its file's path (as GSD
+///   ids that collide within one tree do), and so does a plan whose id the first rule
+///   gave to a moved task.
+///
+/// A plan whose file made another task before (one of these moves, at an earlier sync)
+/// is that task. A task nobody started just follows the files. Returns the plan with those ids
+/// changed everywhere (dependencies too) and what moved; `None` when no id changes.
+fn renumber(
+    plan: &crate::gsd::sync::SyncPlan,
+    by_id: &BTreeMap<&TaskId, &Task>,
+    ours: &dyn Fn(&Task) -> bool,
+    kept: &dyn Fn(&Task) -> bool,
+) -> Option<(crate::gsd::sync::SyncPlan, Vec<Moved>)> {
+    use crate::gsd::ids;
+    use std::collections::{HashMap, HashSet};
+    let path_of = |spec: &crate::model::TaskSpec| spec.origin.as_ref().map(|o| o.path.clone());
+    let plans = || plan.tasks.iter().filter(|w| w.is_plan);
+    let wanted: HashSet<&str> = plan.tasks.iter().map(|w| w.spec.id.as_str()).collect();
+    let wanted_paths: HashSet<String> =
+        plan.tasks.iter().filter_map(|w| path_of(&w.spec)).collect();
+    // Kept plans whose file is gone, by their path without GSD's numbers and their
+    // title (a key two of them share names none).
+    let mut moved_away: HashMap<(String, &str), Option<&TaskId>> = HashMap::new();
+    for t in by_id.values().filter(|t| kept(t)) {
+        let Some(path) = path_of(&t.spec) else {
+            continue;
+        };
+        if wanted_paths.contains(&path) || !path.to_ascii_lowercase().ends_with(".md") {
+            continue;
+        }
+        moved_away
+            .entry((unnumbered(&path), t.spec.title.as_str()))
+            .and_modify(|e| *e = None)
+            .or_insert(Some(t.id()));
+    }
+    let own = |w: &crate::gsd::sync::Wanted, t: &Task| {
+        path_of(&t.spec) == path_of(&w.spec) || t.spec.title == w.spec.title
+    };
+    let mut map: BTreeMap<TaskId, TaskId> = BTreeMap::new();
+    let mut taken: HashSet<TaskId> = HashSet::new();
+    let mut moved = Vec::new();
+    let was = |id: &TaskId| {
+        by_id
+            .get(id)
+            .and_then(|t| path_of(&t.spec))
+            .unwrap_or_default()
+    };
+    // Sync's tasks by the file they were made from: a plan this step gave another id
+    // before is that task again (no note: the move was noted when it happened).
+    let by_path: HashMap<String, &TaskId> = by_id
+        .values()
+        .filter(|t| ours(t))
+        .filter_map(|t| Some((path_of(&t.spec)?, t.id())))
+        .collect();
+    for w in plans() {
+        if by_id.get(&w.spec.id).is_some_and(|t| own(w, t)) {
+            continue;
+        }
+        if let Some(task) = path_of(&w.spec).and_then(|p| by_path.get(&p))
+            && !taken.contains(*task)
+        {
+            taken.insert((*task).clone());
+            map.insert(w.spec.id.clone(), (*task).clone());
+            continue;
+        }
+        let key = (
+            path_of(&w.spec).map(|p| unnumbered(&p)).unwrap_or_default(),
+            w.spec.title.as_str(),
+        );
+        if let Some(Some(task)) = moved_away.get(&key)
+            && !taken.contains(*task)
+        {
+            taken.insert((*task).clone());
+            if *task != &w.spec.id {
+                moved.push(Moved {
+                    old: w.spec.id.clone(),
+                    new: (*task).clone(),
+                    was: was(task),
+                    adopted: true,
+                });
+                map.insert(w.spec.id.clone(), (*task).clone());
+            }
+        }
+    }
+    for w in plans() {
+        if map.contains_key(&w.spec.id) {
+            continue;
+        }
+        let Some(t) = by_id.get(&w.spec.id) else {
+            continue;
+        };
+        // Its id went to a moved task, or names a kept task of another plan.
+        if !(taken.contains(&w.spec.id) || kept(t) && !own(w, t)) {
+            continue;
+        }
+        let Some(now) = path_of(&w.spec) else {
+            continue;
+        };
+        // Free: no other wanted id, none taken, and no stored task but this very plan's
+        // from an earlier sync.
+        let free = |c: &TaskId| {
+            !wanted.contains(c.as_str())
+                && !taken.contains(c)
+                && by_id
+                    .get(c)
+                    .is_none_or(|t| path_of(&t.spec).as_deref() == Some(now.as_str()))
+        };
+        let base = w.spec.id.as_str();
+        let hashed = |n: usize, k: Option<u64>| {
+            let mut c = format!("{base}-{}", ids::short_hash(&now, n));
+            if let Some(k) = k {
+                c.push_str(&format!("-{k}"));
+            }
+            TaskId::new(&ids::fit(&c)).ok()
+        };
+        let Some(new) = [hashed(6, None), hashed(12, None)]
+            .into_iter()
+            .flatten()
+            .chain((2..).map_while(|k| hashed(6, Some(k))))
+            .find(|c| free(c))
+        else {
+            continue;
+        };
+        taken.insert(new.clone());
+        moved.push(Moved {
+            old: w.spec.id.clone(),
+            new: new.clone(),
+            was: was(&w.spec.id),
+            adopted: false,
+        });
+        map.insert(w.spec.id.clone(), new);
+    }
+    if map.is_empty() {
+        return None;
+    }
+    let swap = |id: &mut TaskId| {
+        if let Some(n) = map.get(id) {
+            *id = n.clone();
+        }
+    };
+    let mut out = plan.clone();
+    for w in &mut out.tasks {
+        swap(&mut w.spec.id);
+        if let Some(p) = &mut w.spec.parent {
+            swap(p);
+        }
+        w.spec.depends_on.iter_mut().for_each(swap);
+        w.order_edges.iter_mut().for_each(swap);
+    }
+    Some((out, moved))
 }
 
 /// The move to `done` of a plan finished outside Warden whose task has a branch, once

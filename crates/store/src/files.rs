@@ -196,6 +196,32 @@ pub fn read_text_after(
         .map_err(|e| FileError::NotUtf8(shown, e.utf8_error().valid_up_to()))
 }
 
+/// [`read_text`] of a file written by another tool (a get-shit-done plan) that may not be
+/// UTF-8 throughout: each invalid sequence is replaced by U+FFFD, and the offset of the
+/// first one is returned beside the text (`None` when it was valid).
+pub fn read_text_lossy(base: &Path, path: &Path) -> Result<(String, Option<usize>), FileError> {
+    match read_text(base, path) {
+        Ok(text) => Ok((text, None)),
+        Err(FileError::NotUtf8(shown, at)) => {
+            let (f, meta) = open_regular(base, path, false)?;
+            let mut bytes = Vec::with_capacity(meta.len() as usize);
+            f.take(MAX_FILE_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| io(path, e))?;
+            if bytes.len() as u64 > MAX_FILE_BYTES {
+                return Err(FileError::TooLarge(
+                    shown,
+                    bytes.len() as u64,
+                    MAX_FILE_BYTES,
+                ));
+            }
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            Ok((text, Some(at)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes a cache file that readers may find missing (they redo its work): the old file
 /// is removed first and the new one renamed to a free name. Renaming over a file makes
 /// ext4 write the new one out at once (`auto_da_alloc`): for a 4.8 MB file on this
@@ -255,6 +281,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
 /// [`write_atomic`] for a file only its owner may read (mode 0600 from the start).
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     write_replace(path, &[bytes], true, 0o600)
+}
+
+/// [`write_atomic`] of a file that may be there already, keeping its permission bits
+/// (a person's settings file kept at 0600 stays so); a new one is made as
+/// [`write_atomic`] makes it.
+pub fn write_atomic_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).map_or(0o666, |m| m.permissions().mode() & 0o7777);
+    write_replace(path, &[bytes], true, mode)?;
+    // The mode asked for at creation is cut by the umask: set it whole.
+    if mode != 0o666 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| io(path, e))?;
+    }
+    Ok(())
 }
 
 /// Writes a *view* (a file Warden regenerates from the store: TASK.md's frontmatter

@@ -341,6 +341,9 @@ pub enum WarningKind {
     /// A file holding NUL characters, which no task, prompt or store can carry: read
     /// with each replaced by U+FFFD.
     NulReplaced,
+    /// A file that is not UTF-8 throughout: read with each bad sequence replaced by
+    /// U+FFFD.
+    NotUtf8Replaced,
 }
 
 /// Where a file sits in the tree.

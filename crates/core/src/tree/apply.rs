@@ -791,6 +791,22 @@ pub fn apply_state_updates<S: StoredTask>(
         }
     }
     runner_changed.sort();
+    // A group's passes are its tasks' (step 4), as every view shows them, `plan export`
+    // too: a file stating that value claims nothing of its own.
+    if tamper.iter().any(|n| n.field == "passes") {
+        let groups: std::collections::HashMap<&TaskId, bool> = nodes
+            .iter()
+            .zip(&pre)
+            .filter(|&(_, &i)| !forest.is_leaf(i))
+            .map(|(n, &i)| (&n.spec.id, passes[i]))
+            .collect();
+        tamper.retain(|n| {
+            n.field != "passes"
+                || groups
+                    .get(&n.id)
+                    .is_none_or(|p| p.to_string() != n.agent_value)
+        });
+    }
 
     removed.sort();
     // What the file removes must not be waited for by what it keeps (a kept task's

@@ -298,6 +298,17 @@ pub fn install(
         Harness::Claude => dir.join(".claude").join("settings.local.json"),
         Harness::Codex => codex_home.join("hooks.json"),
     };
+    // A settings file kept elsewhere and linked here (a dotfiles repository) is
+    // changed where it is: replacing the link by a file would cut it from its home.
+    let file = match std::fs::symlink_metadata(&file) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(&file).map_err(|e| {
+            Failure::usage(format!(
+                "{} is a link to a file that cannot be reached ({e}); fix or remove the link",
+                file.display()
+            ))
+        })?,
+        _ => file,
+    };
     let err = |e: std::io::Error, what: &str| {
         Failure::internal(format!("cannot {what} {}: {e}", file.display()))
     };
@@ -355,7 +366,7 @@ pub fn install(
         std::fs::create_dir_all(parent).map_err(|e| err(e, "create the directory of"))?;
     }
     let text = serde_json::to_vec_pretty(&root).map_err(|e| Failure::internal(e.to_string()))?;
-    files::write_atomic(&file, &text).map_err(warden_store::EngineError::from)?;
+    files::write_atomic_keeping_mode(&file, &text).map_err(warden_store::EngineError::from)?;
     let note = match harness {
         Harness::Claude => {
             exclude_from_git(dir, "/.claude/settings.local.json");

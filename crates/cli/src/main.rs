@@ -1,5 +1,7 @@
 //! The `warden` binary: command-line parsing, dispatch, and the mapping of every error
 //! kind onto the documented exit codes (DESIGN.md section 4).
+// Stderr is written through `warden_store::say!`, which a closed stderr cannot panic.
+#![cfg_attr(not(test), deny(clippy::print_stderr))]
 
 mod cmd_agent;
 mod cmd_memory;
@@ -323,7 +325,20 @@ fn end_checks_on_signal() {
     };
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
-            warden_runner::check::stop_running_checks(std::time::Duration::from_secs(2));
+            let stopped =
+                warden_runner::check::stop_running_checks(std::time::Duration::from_secs(2));
+            if !stopped.is_empty() {
+                // Said, not left to a silent exit code: the person sees why the
+                // command ended and that the check is to be run again.
+                let name = match sig {
+                    SIGHUP => "SIGHUP",
+                    SIGINT => "SIGINT",
+                    _ => "SIGTERM",
+                };
+                warden_store::say!(
+                    "warden: ended by {name}: the check it ran was stopped and nothing of it was recorded; run the command again to check"
+                );
+            }
             std::process::exit(128 + sig);
         }
     });

@@ -523,6 +523,60 @@ fn hooks_install_keeps_what_is_there_and_adds_once() {
     );
 }
 
+/// A settings file linked in from elsewhere (a dotfiles repository) is changed where it
+/// lives, its mode kept: the link stays a link, a private file stays private.
+#[test]
+fn hooks_install_writes_through_a_link_and_keeps_the_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Workspace::new("hooks-link");
+    let home = ws.root.join("codex-home");
+    let dotfiles = ws.root.join("dotfiles");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    let real = dotfiles.join("hooks.json");
+    std::fs::write(&real, r#"{"description": "mine"}"#).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = home.join("hooks.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let home_s = home.to_str().unwrap();
+    let o = ws.run_env(&["hooks", "install", "codex"], &[("CODEX_HOME", home_s)]);
+    assert_eq!(code(&o), 0, "{}", describe(&["hooks", "install"], &o));
+    assert!(
+        text(&o.stdout).starts_with(&format!("{}:", real.canonicalize().unwrap().display())),
+        "names the file it changed: {}",
+        text(&o.stdout)
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced by a file"
+    );
+    let j: Value = serde_json::from_slice(&std::fs::read(&real).unwrap()).unwrap();
+    assert_eq!(j["description"], "mine");
+    assert_eq!(j["hooks"]["Stop"].as_array().unwrap().len(), 1, "{j}");
+    let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    // A link to nothing is refused, and left as it is.
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("gone.json"), &link).unwrap();
+    let o = ws.run_env(&["hooks", "install", "codex"], &[("CODEX_HOME", home_s)]);
+    assert_eq!(code(&o), 2, "{}", describe(&["hooks", "install"], &o));
+    assert!(
+        err_line(&o).contains("fix or remove the link"),
+        "{}",
+        err_line(&o)
+    );
+    assert!(!dotfiles.join("gone.json").exists());
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
 /// A task's own preset travels through plan files, and an agent's edit of it through
 /// `plan apply` is restored and noted like any field a person owns.
 #[test]

@@ -1224,7 +1224,12 @@ fn a_signal_that_ends_a_command_ends_the_checks_it_runs() {
         ws.create("s", &["--postchecks", &post]);
         ws.to("s", "working");
         ws.handoff("s");
-        let mut complete = ws.cmd().args(["task", "complete", "s"]).spawn().unwrap();
+        let complete = ws
+            .cmd()
+            .args(["task", "complete", "s"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
         let start = Instant::now();
         let pid = loop {
             if let Ok(p) = std::fs::read_to_string(&pid_file)
@@ -1243,8 +1248,15 @@ fn a_signal_that_ends_a_command_ends_the_checks_it_runs() {
             .status()
             .unwrap();
         assert!(sent.success());
-        let status = complete.wait().unwrap();
-        assert_eq!(status.code(), Some(128 + signal_number(sig)), "{sig}");
+        let done = complete.wait_with_output().unwrap();
+        assert_eq!(done.status.code(), Some(128 + signal_number(sig)), "{sig}");
+        // Said, not left to an exit code alone.
+        assert_eq!(
+            String::from_utf8_lossy(&done.stderr),
+            format!(
+                "warden: ended by SIG{sig}: the check it ran was stopped and nothing of it was recorded; run the command again to check\n"
+            )
+        );
         let start = Instant::now();
         while std::path::Path::new(&format!("/proc/{pid}")).exists()
             && !std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -717,6 +717,73 @@ fn every_request_read_is_answered_after_stdin_closes() {
     assert_eq!(ws.show("slow")["status"], "agent-review");
 }
 
+/// A request for an MCP method whose params do not fit is "invalid params" (-32602),
+/// naming what the method needs; only a method MCP does not have is "method not found".
+/// Before, `tools/call` without params was answered "no method tools/call".
+#[test]
+fn a_known_method_with_unfit_params_is_invalid_params() {
+    use std::io::Write;
+    let ws = Workspace::new("mcp-params");
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("mcp")
+        .current_dir(&ws.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for k in crate::common::WARDEN_ENV {
+        cmd.env_remove(k);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let asks = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read"}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get", "params": {"name": 7}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "no/such"}),
+    ];
+    write!(stdin, "{init}\n{initialized}\n").unwrap();
+    for a in &asks {
+        writeln!(stdin, "{a}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    let error = |id: i64| {
+        let a = answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}: {answers:?}"));
+        (
+            a["error"]["code"].as_i64().unwrap(),
+            a["error"]["message"].as_str().unwrap().to_owned(),
+        )
+    };
+    for (id, needs) in [
+        (1, "\"name\": TOOL"),
+        (2, "\"name\": TOOL"),
+        (3, "\"uri\": URI"),
+        (4, "\"name\": PROMPT"),
+    ] {
+        let (code, message) = error(id);
+        assert_eq!(code, -32602, "{id}: {message}");
+        assert!(message.contains(needs), "{id}: {message}");
+    }
+    assert_eq!(error(5), (-32601, "no method no/such".to_owned()));
+}
+
 #[tokio::test]
 async fn task_list_answers_in_pages_that_follow_on() {
     let ws = Workspace::new("mcp-pages");

@@ -815,6 +815,25 @@ impl WardenServer {
     }
 }
 
+/// What an MCP request method of the protocol needs as its params, or `None` for a
+/// method MCP does not define.
+fn standard_params(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "tools/call" => r#"{"name": TOOL, "arguments": {…}}"#,
+        "prompts/get" => r#"{"name": PROMPT, "arguments": {…}}"#,
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => r#"{"uri": URI}"#,
+        "logging/setLevel" => r#"{"level": LEVEL}"#,
+        "completion/complete" => r#"{"ref": {…}, "argument": {"name": …, "value": …}}"#,
+        "initialize" => {
+            r#"{"protocolVersion": …, "capabilities": {…}, "clientInfo": {"name": …, "version": …}}"#
+        }
+        "ping" | "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
+            r#"no params, or {"cursor": STRING} where it pages"#
+        }
+        _ => return None,
+    })
+}
+
 impl ServerHandler for WardenServer {
     /// The stand-in for a message over the size limit (see `framing`): answered with an
     /// error naming the size, so the client is not left waiting.
@@ -833,6 +852,18 @@ impl ServerHandler for WardenServer {
             return Err(ErrorData::new(rmcp::model::ErrorCode(code), message, None));
         }
         if request.method != crate::framing::OVERSIZED_METHOD {
+            // An MCP method lands here only when its params did not fit (rmcp matches it
+            // otherwise): "no method tools/call" sent the client looking for the wrong
+            // fault.
+            if let Some(wants) = standard_params(&request.method) {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "the params of {} do not fit MCP's schema; send {wants}",
+                        request.method
+                    ),
+                    None,
+                ));
+            }
             return Err(ErrorData::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,
                 format!("no method {}", shown(&request.method)),

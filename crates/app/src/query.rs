@@ -320,24 +320,33 @@ impl App {
         }
     }
 
-    /// The captured session output of a task (its last MiB when longer).
-    pub fn output_log(&self, id: &TaskId) -> Result<String> {
+    /// The captured session output of a task: its last MiB when longer, from the first
+    /// line that begins in it, with how many bytes before that are not shown. Bytes that
+    /// are not UTF-8 (a binary dump, a Latin-1 program) are shown as U+FFFD: the log is
+    /// what a program wrote, not a file for its reader to fix.
+    pub fn output_log(&self, id: &TaskId) -> Result<OutputLog> {
         self.get(id)?;
         let path = self.ws().output_log(id);
-        let text = match files::read_text(&self.ws().dir, &path) {
-            Ok(text) => text,
+        let (text, omitted_bytes) = match files::read_text(&self.ws().dir, &path) {
+            Ok(text) => (text, 0),
             Err(FileError::Missing(_)) => {
                 return Err(Failure::not_found(format!(
                     "no output captured for {id} yet; output appears once `warden run` starts its session"
                 )));
             }
-            // Logs may exceed the TASK.md limit: the last megabyte.
-            Err(FileError::TooLarge(..)) => {
-                warden_runner::session::peek_bytes(&path, files::MAX_FILE_BYTES)
+            Err(FileError::TooLarge(..) | FileError::NotUtf8(..)) => {
+                tail_lossy(&path, files::MAX_FILE_BYTES).map_err(|e| {
+                    Failure::internal(format!("cannot read {}: {e}", path.display()))
+                })?
             }
             Err(e) => return Err(e.into()),
         };
-        Ok(warden_runner::session::without_end_markers(&text).into_owned())
+        Ok(OutputLog {
+            id: id.clone(),
+            output: warden_runner::session::without_end_markers(&text).into_owned(),
+            omitted_bytes,
+            file: path.display().to_string(),
+        })
     }
 
     /// The last `lines` lines of a task's live session (its tmux pane, else its output
@@ -372,4 +381,39 @@ impl App {
             output,
         })
     }
+}
+
+/// `task log`: a task's captured output.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputLog {
+    /// The task.
+    pub id: TaskId,
+    /// The output shown (see [`App::output_log`]).
+    pub output: String,
+    /// Bytes at the start of the log that are not shown (0: the whole log).
+    pub omitted_bytes: u64,
+    /// The log file.
+    #[serde(skip)]
+    pub file: String,
+}
+
+/// The last `max` bytes of `path`, from the first line that begins in them (unless the
+/// file is no longer), as text with bad UTF-8 replaced, and the bytes before them.
+fn tail_lossy(path: &std::path::Path, max: u64) -> std::io::Result<(String, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(max);
+    f.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    f.take(max).read_to_end(&mut bytes)?;
+    let cut = if start > 0 {
+        bytes.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1)
+    } else {
+        0
+    };
+    Ok((
+        String::from_utf8_lossy(&bytes[cut..]).into_owned(),
+        start + cut as u64,
+    ))
 }

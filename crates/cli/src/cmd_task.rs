@@ -372,7 +372,9 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
             if g.json {
                 out::json(&p);
             } else {
-                out::print(&p.output);
+                out::print(&String::from_utf8_lossy(&out::for_terminal(
+                    p.output.as_bytes(),
+                )));
                 if !p.output.ends_with('\n') {
                     out::line("");
                 }
@@ -385,11 +387,19 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
         }
         TaskCmd::Log { id, follow: false } => {
             let id = id_or_env(id)?;
-            let text = app.output_log(&id)?;
+            let log = app.output_log(&id)?;
             if g.json {
-                out::json(&json!({"id": id, "output": text}));
+                out::json(&log);
             } else {
-                out::print(&text);
+                if log.omitted_bytes > 0 {
+                    out::line(&format!(
+                        "--- the first {} bytes of the log are not shown; the whole log is {} ---",
+                        log.omitted_bytes, log.file
+                    ));
+                }
+                out::print(&String::from_utf8_lossy(&out::for_terminal(
+                    log.output.as_bytes(),
+                )));
             }
             Ok(())
         }
@@ -739,7 +749,7 @@ fn follow_log(g: &Global, app: &App, id: &TaskId) -> Result<()> {
                     let line = json!({"id": id, "output": String::from_utf8_lossy(&buf)});
                     let _ = writeln!(out, "{line}");
                 } else {
-                    let _ = out.write_all(&buf);
+                    let _ = out.write_all(&crate::out::for_terminal(&buf));
                 }
                 let _ = out.flush();
             }

@@ -44,6 +44,64 @@ pub fn failure(f: &Failure, json: bool) -> u8 {
     f.code.code()
 }
 
+/// What a session wrote, made safe for a terminal when stdout is one: an agent's output
+/// must not drive the terminal of the person reading it (OSC 52 writes the clipboard,
+/// OSC 0 the window title; others clear the screen or hide text). Colours (SGR: `ESC [
+/// digits ; m`), line breaks, tabs and carriage returns pass; every other control
+/// character is shown in caret notation (`^[`, `^G`), and a C1 control (U+0080–U+009F)
+/// as U+FFFD, as [`one_line`] shows them. Piped or redirected output is left as it was written.
+pub fn for_terminal(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !std::io::stdout().is_terminal() {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    terminal_safe(bytes)
+}
+
+/// See [`for_terminal`].
+pub fn terminal_safe(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let unsafe_at = |i: usize| {
+        let b = bytes[i];
+        (b < 0x20 && !matches!(b, b'\n' | b'\t' | b'\r'))
+            || b == 0x7f
+            || (b == 0xc2 && bytes.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)))
+    };
+    if !(0..bytes.len()).any(unsafe_at) {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len() + 16);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == 0x1b && bytes.get(i + 1) == Some(&b'[') {
+            // SGR only: ESC [ then digits and semicolons, then m.
+            let end = bytes[i + 2..]
+                .iter()
+                .position(|c| !(c.is_ascii_digit() || *c == b';'))
+                .map(|k| i + 2 + k);
+            if let Some(e) = end
+                && bytes[e] == b'm'
+            {
+                out.extend_from_slice(&bytes[i..=e]);
+                i = e + 1;
+                continue;
+            }
+        }
+        if b == 0xc2 && bytes.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) {
+            out.extend_from_slice("\u{fffd}".as_bytes());
+            i += 2;
+            continue;
+        }
+        if unsafe_at(i) {
+            out.push(b'^');
+            out.push(if b == 0x7f { b'?' } else { b + 0x40 });
+        } else {
+            out.push(b);
+        }
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Is colour wanted on stdout?
 pub fn color() -> bool {
     std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
@@ -114,5 +172,20 @@ mod tests {
             super::one_line("a\r\nb\tc\u{1b}]0;pwned\u{7}d\u{9b}e\u{202e}f"),
             "a ⏎ b c^[]0;pwned^Gd\u{fffd}e\u{fffd}f"
         );
+    }
+
+    #[test]
+    fn a_sessions_output_cannot_drive_the_terminal() {
+        let shown = |b: &[u8]| String::from_utf8_lossy(&super::terminal_safe(b)).into_owned();
+        // OSC 52 (clipboard), OSC 0 (title), erase screen, bell: shown, not obeyed.
+        assert_eq!(
+            shown(b"a\x1b]52;c;cHduZWQ=\x07b\x1b]0;t\x07c\x1b[2Jd\n"),
+            "a^[]52;c;cHduZWQ=^Gb^[]0;t^Gc^[[2Jd\n"
+        );
+        // Colours, tabs, carriage returns and text pass as they are.
+        let plain = "\x1b[1;31mred\x1b[0m\tx\r\ny \u{e9}\u{1f600}\n";
+        assert_eq!(shown(plain.as_bytes()), plain);
+        // A C1 CSI (U+009B) and DEL are shown too.
+        assert_eq!(shown("x\u{9b}2Jy\x7f".as_bytes()), "x\u{fffd}2Jy^?");
     }
 }

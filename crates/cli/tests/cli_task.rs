@@ -1079,7 +1079,72 @@ fn cancel_respawn_and_log() {
         v["output"], "line one\nline two\n",
         "the key `task log -f --json` uses"
     );
+    assert_eq!(v["omitted_bytes"], 0);
+    // What a program wrote that is not UTF-8 is shown replaced, not refused (it said
+    // "save it as UTF-8" of a file Warden wrote).
+    std::fs::write(ws.path(".warden/tasks/c/output.log"), b"caf\xe9\nok\n").unwrap();
+    assert_eq!(
+        text(&ws.ok(&["task", "log", "c"]).stdout),
+        "caf\u{fffd}\nok\n"
+    );
+    // A log over the MiB shown says what it leaves out, from a line's start.
+    let mut big = b"FIRST-LINE\n".to_vec();
+    while big.len() < 3 << 20 {
+        big.extend_from_slice(b"line of output 0123456789\n");
+    }
+    big.extend_from_slice(b"LAST-LINE\n");
+    std::fs::write(ws.path(".warden/tasks/c/output.log"), &big).unwrap();
+    let o = ws.ok(&["task", "log", "c"]);
+    let shown = text(&o.stdout);
+    let first = shown.lines().next().unwrap();
+    let v = ws.json(&["task", "log", "c"]);
+    let omitted = v["omitted_bytes"].as_u64().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "--- the first {omitted} bytes of the log are not shown; the whole log is {} ---",
+            ws.path(".warden/tasks/c/output.log").display()
+        )
+    );
+    assert_eq!(shown.lines().nth(1), Some("line of output 0123456789"));
+    assert!(shown.ends_with("LAST-LINE\n"));
+    assert_eq!(
+        omitted as usize + v["output"].as_str().unwrap().len(),
+        big.len(),
+        "what is left out and what is shown are the log"
+    );
     ws.check_ok();
+}
+
+/// On a terminal, `task log` shows a session's control sequences instead of obeying
+/// them (an agent could write the person's clipboard with OSC 52); piped, the log is
+/// as written. The terminal is a real pseudo-terminal, from `script`.
+#[test]
+fn task_log_on_a_terminal_shows_control_sequences_and_obeys_none() {
+    let ws = Workspace::new("log-tty");
+    ws.create("e", &[]);
+    let raw = b"a\x1b]52;c;cHduZWQ=\x07b \x1b[31mred\x1b[0m\n";
+    std::fs::write(ws.path(".warden/tasks/e/output.log"), raw).unwrap();
+    let mut c = std::process::Command::new("script");
+    c.args([
+        "-qec",
+        &format!("{} task log e", crate::common::bin().display()),
+        "/dev/null",
+    ])
+    .current_dir(&ws.root)
+    .stdin(std::process::Stdio::null());
+    for k in crate::common::WARDEN_ENV {
+        c.env_remove(k);
+    }
+    let o = c.output().unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let shown = text(&o.stdout);
+    assert!(
+        shown.contains("a^[]52;c;cHduZWQ=^Gb \x1b[31mred\x1b[0m"),
+        "{shown:?}"
+    );
+    assert!(!shown.contains("\x07"), "{shown:?}");
+    assert_eq!(ws.ok(&["task", "log", "e"]).stdout, raw);
 }
 
 // ---------------------------------------------------------------------------------------

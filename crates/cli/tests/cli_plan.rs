@@ -393,7 +393,8 @@ fn export_round_trips_through_import() {
 #[test]
 fn a_groups_passes_in_an_export_are_its_tasks() {
     let ws = Workspace::new("export-group-passes");
-    let plan = r#"{"tasks": [{"id": "g"}, {"id": "l", "parent": "g", "passes": true}, {"id": "o"}]}"#;
+    let plan =
+        r#"{"tasks": [{"id": "g"}, {"id": "l", "parent": "g", "passes": true}, {"id": "o"}]}"#;
     assert_eq!(crate::common::code(&import(&ws, "plan.json", plan)), 0);
     assert_eq!(ws.show("g")["passes"], true);
     let exported = export(&ws);

@@ -490,6 +490,28 @@ fn a_retry_with_oversized_work_is_refused_and_the_task_stays_stuck() {
     assert_eq!(ws.status("s"), "working");
 }
 
+/// A store file an agent deleted under the run does not come back for that process: the
+/// run ends at once, exit 5, saying so. Before, it said "trying again" for five minutes.
+#[test]
+fn a_store_deleted_under_the_run_ends_it_at_once() {
+    let ws = Workspace::new("store-deleted");
+    ws.ok(&[
+        "task",
+        "create",
+        "nuke",
+        "--work",
+        r#"rm -f "$WARDEN_DIR"/.warden/warden.db*; echo nuked"#,
+    ]);
+    let o = ws.cmd().args(["run", "--until-idle"]).output().unwrap();
+    assert_eq!(code(&o), 5, "{}", describe(&["run", "--until-idle"], &o));
+    let said = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        said.contains("was removed since this process opened it"),
+        "{said}"
+    );
+    assert!(!said.contains("trying again"), "{said}");
+}
+
 /// A check that leaves a process running (a server started with `&`, say) ends with its
 /// own process, and what it left in its process group is killed: the leftover held the
 /// check's output pipe, and the run waited on it for as long as it lived.

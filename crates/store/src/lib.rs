@@ -179,6 +179,12 @@ pub trait Store {
     }
     /// A number that changes whenever any process commits (cheap change detection).
     fn data_version(&self) -> Result<u64, StoreError>;
+    /// Is the store this handle opened gone for good (its file removed or replaced)?
+    /// Nothing this process does brings it back: a long-running process ends instead of
+    /// trying again.
+    fn gone(&self) -> bool {
+        false
+    }
     /// Takes (or renews) the lease on a task for `owner` until `now + ttl`. Returns the
     /// lease epoch, or `None` while another owner holds an unexpired lease. A lease taken
     /// over from another owner gets a new epoch.

@@ -1609,6 +1609,10 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    fn gone(&self) -> bool {
+        self.same_file().is_err()
+    }
+
     fn data_version(&self) -> Result<u64, StoreError> {
         // The long-running views poll this: a replaced file is said, not shown stale.
         self.same_file()?;

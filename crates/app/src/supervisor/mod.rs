@@ -603,7 +603,10 @@ impl Supervisor {
             match self.turn(&mut t, on_event) {
                 Ok(Turn::Again) => outage = None,
                 Ok(Turn::End(idle)) => return Ok(idle),
-                Err(f) if f.code == ExitCode::Internal => {
+                // A store file removed or replaced under the run does not come back for
+                // this process (it would write into the old file): end now (exit 5),
+                // not after five minutes of trying.
+                Err(f) if f.code == ExitCode::Internal && !self.app.eng.store.gone() => {
                     let (since, tries) = outage.get_or_insert((Instant::now(), 0));
                     *tries += 1;
                     if since.elapsed() >= STORE_GIVE_UP {

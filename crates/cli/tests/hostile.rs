@@ -490,6 +490,55 @@ fn a_retry_with_oversized_work_is_refused_and_the_task_stays_stuck() {
     assert_eq!(ws.status("s"), "working");
 }
 
+/// A run stopped by a signal stops the checks it runs (sessions go on, to be adopted):
+/// a check left running was an orphan whose outcome nobody recorded. The next run runs
+/// the phase again.
+#[test]
+fn a_run_stopped_by_a_signal_stops_its_checks() {
+    for sig in ["INT", "TERM"] {
+        let ws = Workspace::new("run-signal-check");
+        let pid_file = ws.root.join("check.pid");
+        // Long the first time, passing at once the next.
+        let pre = format!(
+            "[ -e '{0}.ran' ] && exit 0; touch '{0}.ran'; echo $$ > '{0}'; exec sleep 600",
+            pid_file.display()
+        );
+        ws.ok(&["task", "create", "t", "--prechecks", &pre, "--work", "true"]);
+        let mut run = ws
+            .cmd()
+            .args(["run", "--until-idle"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let pid = loop {
+            if let Ok(p) = std::fs::read_to_string(&pid_file)
+                && let Ok(p) = p.trim().parse::<u32>()
+            {
+                break p;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the check never ran"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let sent = Command::new("kill")
+            .args([&format!("-{sig}"), &run.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = run.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + signal_number(sig)), "{sig}");
+        // Gone with the run, not after its 600 s.
+        crate::supervisor::wait_gone(pid, 20);
+        // The next run runs it again (and it is gone at once this time).
+        until_idle(ws.cmd());
+        assert_eq!(ws.status("t"), "done", "{sig}");
+    }
+}
+
 /// A store file an agent deleted under the run does not come back for that process: the
 /// run ends at once, exit 5, saying so. Before, it said "trying again" for five minutes.
 #[test]

@@ -633,6 +633,12 @@ impl Supervisor {
     /// or is due runs a pass; then sleeps until the next change or due time.
     fn turn(&mut self, t: &mut Turns, on_event: &mut dyn FnMut(RunEvent)) -> Result<Turn, Failure> {
         if self.stop.load(Ordering::SeqCst) {
+            // Sessions go on, to be adopted; a check of this process would run on as an
+            // orphan whose outcome nobody records (and `status` showed its phase
+            // running under no supervisor): stopped, it runs again from the start with
+            // the next run, as the step of a killed runner does.
+            let grace = Duration::from_secs(self.app.eng.config.limits.kill_after_s);
+            warden_runner::check::stop_running_checks(grace);
             self.release_all();
             let looked = self.in_flight_tasks();
             self.write_continue(&looked, "interrupted by a signal");

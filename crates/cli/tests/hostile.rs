@@ -490,6 +490,30 @@ fn a_retry_with_oversized_work_is_refused_and_the_task_stays_stuck() {
     assert_eq!(ws.status("s"), "working");
 }
 
+/// A daemon a check starts in a session of its own (`setsid`), outside the check's
+/// process group, ends with the check, as one a session's work starts ends with the
+/// session. Before, it ran on after the task was done.
+#[test]
+fn a_daemon_a_check_leaves_in_its_own_session_ends_with_the_check() {
+    let ws = Workspace::new("check-daemon");
+    for (id, phase) in [("pre", "--prechecks"), ("post", "--postchecks")] {
+        let daemon = format!(
+            r#"setsid sh -c 'echo $$ > "$WARDEN_DIR/{id}.pid"; exec sleep 600' </dev/null >/dev/null 2>&1 & while [ ! -s "$WARDEN_DIR/{id}.pid" ]; do sleep 0.01; done; true"#
+        );
+        ws.ok(&["task", "create", id, phase, &daemon, "--work", "true"]);
+    }
+    until_idle(ws.cmd());
+    for id in ["pre", "post"] {
+        assert_eq!(ws.status(id), "done");
+        let pid: u32 = std::fs::read_to_string(ws.path(&format!("{id}.pid")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        crate::supervisor::wait_gone(pid, 20);
+    }
+}
+
 /// A run stopped by a signal stops the checks it runs (sessions go on, to be adopted):
 /// a check left running was an orphan whose outcome nobody recorded. The next run runs
 /// the phase again.

@@ -318,6 +318,15 @@ pub fn run_check_noted(
     if let Some(n) = note {
         cmd.env(CHECK_NOTE_VAR, n);
     }
+    // What names this run of the check in every process it starts, even one that
+    // leaves its process group (see `kill_carrying`).
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let marker = format!(
+        "{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    cmd.env(CHECK_RUN_VAR, &marker);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -341,6 +350,9 @@ pub fn run_check_noted(
     // with it.
     let running = Running::add(child.id(), noted.map(Path::to_path_buf));
     let c = collect(&mut child, Some(KEEP_BYTES), Some(timeout), true);
+    // What it left outside its group (a daemon started with `setsid`, a double fork into
+    // a session of its own) ends too: it ran on after the task was done.
+    kill_carrying(CHECK_RUN_VAR, &marker);
     if ENDING.load(std::sync::atomic::Ordering::SeqCst) {
         // Stopped by this process's own end (`stop_running_checks`): its outcome is no
         // verdict on the work, and the process exits before anything is recorded.
@@ -497,6 +509,42 @@ fn read_note(note: &Path) -> Option<(u32, u32, u64)> {
 
 /// The variable a noted check starts with: its note's path.
 const CHECK_NOTE_VAR: &str = "WARDEN_CHECK_NOTE";
+
+/// The variable every check starts with: this run of it (`HOLDER-N`), which the
+/// processes it starts inherit.
+const CHECK_RUN_VAR: &str = "WARDEN_CHECK_RUN";
+
+/// Kills every process (but this one) whose environment has `var=value`, looked up in
+/// `/proc`, until none is left (one that forked while being found is found next time):
+/// what a check left running outside its process group. Bounded: a process that
+/// cleared its environment is out of reach, and a few rounds end it.
+fn kill_carrying(var: &str, value: &str) {
+    let mut needle = format!("{var}=").into_bytes();
+    needle.extend_from_slice(value.as_bytes());
+    let own = std::process::id();
+    for _ in 0..5 {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        let carriers: Vec<u32> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| pid != own)
+            .filter(|&pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_slice()))
+            })
+            .filter(|&pid| Proc::read(pid).is_some_and(|p| !p.zombie))
+            .collect();
+        if carriers.is_empty() {
+            return;
+        }
+        for pid in carriers {
+            if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
 
 /// Is the check `note` names still running, and whose is it? `Some(true)` while its
 /// holder runs it, `Some(false)` for a check whose holder died (an orphan: the same

@@ -514,6 +514,49 @@ fn a_daemon_a_check_leaves_in_its_own_session_ends_with_the_check() {
     }
 }
 
+/// A person's cancel during a direct task's postchecks stops them, and the run says so:
+/// no failure, no retry. Before, it reported "the postchecks could not be started …
+/// trying again in 1 s".
+#[test]
+fn a_cancel_during_postchecks_is_said_as_a_stop_not_a_failure() {
+    let ws = Workspace::new("cancel-postchecks");
+    ws.ok(&[
+        "task",
+        "create",
+        "p",
+        "--work",
+        "true",
+        "--postchecks",
+        "sleep 600",
+    ]);
+    let run = ws
+        .cmd()
+        .args(["run", "--until-idle"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let note = ws.path(".warden/tasks/p/check.pid");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&note).is_ok_and(|n| n.contains("postchecks")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the postchecks never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ws.ok(&["task", "cancel", "p"]);
+    let o = finish(run, Duration::from_secs(60), "warden run");
+    let said = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        said.contains("p: postchecks stopped: a person is cancelling the task"),
+        "{said}"
+    );
+    assert!(!said.contains("could not be started"), "{said}");
+    assert_eq!(ws.status("p"), "cancelled");
+    assert_eq!(ws.show("p")["attempts"], 0);
+}
+
 /// A run stopped by a signal stops the checks it runs (sessions go on, to be adopted):
 /// a check left running was an orphan whose outcome nobody recorded. The next run runs
 /// the phase again.

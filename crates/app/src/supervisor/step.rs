@@ -86,12 +86,7 @@ impl Step<'_> {
                     .as_deref()
                     .is_some_and(warden_runner::check::stopped_by_cancel)
                 {
-                    let until = std::time::Instant::now() + Duration::from_secs(10);
-                    while std::time::Instant::now() < until
-                        && self.eng().get(id)?.status() == Status::Working
-                    {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
+                    self.await_cancel(id)?;
                     return Ok(Some(format!(
                         "{} stopped: a person is cancelling the task",
                         r.phase
@@ -284,7 +279,7 @@ impl Step<'_> {
     /// conflict re-decides unless the guard ran (commit and merge-ri are idempotent).
     fn finish(&mut self, id: &TaskId) -> Result<Done, EngineError> {
         let shown = self.eng().task_file_shown(id);
-        let after = self.write(id, |t, doc| {
+        let after = match self.write(id, |t, doc| {
             let ctx = self.eng().ctx(&shown);
             let (needs, _) = ops::check_transition(t, Status::Done, &doc.artifacts, &ctx)?;
             let mut input = TransitionInput {
@@ -298,8 +293,31 @@ impl Step<'_> {
                 retryable: !guard_ran,
                 memory: None,
             })
-        })?;
+        }) {
+            // The postchecks stopped by a person's cancel: no verdict, nothing to record,
+            // and no failure to report or retry (it was "could not be started … trying
+            // again in 1 s"). As with prechecks, the cancel commits once they are gone.
+            Err(EngineError::Refused(ops::Refusal::GuardError(e)))
+                if warden_runner::check::stopped_by_cancel(&e) =>
+            {
+                self.await_cancel(id)?;
+                return Ok(Some(
+                    "postchecks stopped: a person is cancelling the task".into(),
+                ));
+            }
+            r => r?,
+        };
         Ok(after.map(|t| format!("now {}", t.status())))
+    }
+
+    /// Waits (a little) for a person's cancel that stopped a check to commit, so the next
+    /// pass does not start the check again first.
+    fn await_cancel(&self, id: &TaskId) -> Result<(), EngineError> {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < until && self.eng().get(id)?.status() == Status::Working {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     /// Stops a session that no longer belongs: TERM (recorded as `session.stopped`),

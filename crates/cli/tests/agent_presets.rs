@@ -86,8 +86,19 @@ fn a_missing_agent_program_is_refused_before_any_session_starts() {
     let j: Value = serde_json::from_slice(&ws.run(&["--json", "doctor"]).stdout).unwrap();
     assert_eq!(j["ok"], false, "{j}");
 
-    // Shell work needs no agent: the same workspace runs it.
+    // Shell work needs no agent: the same workspace runs it, and doctor, with no open
+    // task using the missing program, warns of it but says nothing stops the run.
     ws.ok(&["task", "cancel", "a"]);
+    let o = ws.run(&["doctor"]);
+    assert_eq!(code(&o), 0, "{}", describe(&["doctor"], &o));
+    assert!(
+        text(&o.stdout).contains(
+            "warning  agent     the agent program \"warden-test-no-such-agent\" of preset claude"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(text(&o.stdout).contains("(no open task uses it yet)"));
     ws.ok(&["task", "create", "s", "--work", "true"]);
     let o = run_until_idle(&ws);
     assert_eq!(code(&o), 0, "{}", describe(&["run"], &o));

@@ -721,6 +721,28 @@ fn a_session_that_floods_its_log_is_killed_in_both_modes() {
     f.expect_report("p0", "s0", 0);
 }
 
+/// A burst past the limit is caught as it is written, not at the next once-a-second
+/// look: a session that writes 2 MiB and ends within the second was never measured, and
+/// one writing without pause wrote a gigabyte past a 1 MiB limit before its look.
+#[test]
+fn a_burst_past_the_output_limit_is_caught_as_it_is_written() {
+    let f = Fixture::new("log-burst");
+    let burst = "head -c 2097152 /dev/zero | tr '\\000' x; sleep 0.9; echo late";
+    let spec = SessionSpec {
+        max_log_bytes: Some(1 << 20),
+        ..f.spec("b1", "s1", &["sh", "-c", burst])
+    };
+    let s = start_process(&spec).unwrap();
+    assert_eq!(s.join(), Some(137), "it ended on its own, uncaught");
+    f.expect_report_why(
+        "b1",
+        "s1",
+        137,
+        "killed: its output passed limits.session_log_mib, 1 MiB",
+    );
+    assert!(!f.log_text("b1").contains("late"));
+}
+
 #[test]
 fn tmux_sweep_reports_a_pane_whose_hook_did_not_fire() {
     let f = Fixture::new("tmux-sweep");

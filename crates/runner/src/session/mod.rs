@@ -51,9 +51,18 @@ pub(crate) enum Watched {
     LogFull,
 }
 
+/// How soon after a write to a session's log its length is measured again, while it
+/// grows: what a session writes past its limit is what it writes in this time (at 1 GB/s,
+/// 10 MB), and a session that writes without pause costs this watch 100 looks a second.
+pub const LOG_GRAIN: Duration = Duration::from_millis(10);
+
 /// Waits for a session's end (the `exited` channel closing), its `timeout`, or, with a
-/// `max_log_bytes`, its log growing past that (looked at every [`LOG_CHECK`]; the log
-/// is appended to by every session of the task, so only this one's growth counts).
+/// `max_log_bytes`, its log growing past that (the log is appended to by every session
+/// of the task, so only this one's growth counts). The log is measured whenever it is
+/// written to (inotify), at most every [`LOG_GRAIN`], and every [`LOG_CHECK`] besides:
+/// measured once a second only, a session wrote a gigabyte past a 1 MiB limit, and a
+/// burst that ended within the second was never measured at all. With the limit, the
+/// end is seen at the next look (within [`LOG_CHECK`]); nothing waits on that.
 pub(crate) fn watch(
     exited: &mpsc::Receiver<()>,
     timeout: Duration,
@@ -62,25 +71,65 @@ pub(crate) fn watch(
 ) -> Watched {
     let len = || std::fs::metadata(log).map_or(0, |m| m.len());
     let start = std::time::Instant::now();
+    let Some(max) = max_log_bytes else {
+        return match exited.recv_timeout(timeout) {
+            Err(RecvTimeoutError::Timeout) => Watched::TimedOut,
+            _ => Watched::Exited,
+        };
+    };
     let base = len();
+    // Without inotify (an exhausted watch limit), the log is measured every LOG_CHECK.
+    let writes = log_writes(log);
     loop {
         let left = timeout.saturating_sub(start.elapsed());
         if left.is_zero() {
             return Watched::TimedOut;
         }
-        let wait = match max_log_bytes {
-            Some(_) => left.min(LOG_CHECK),
-            None => left,
-        };
-        match exited.recv_timeout(wait) {
-            Err(RecvTimeoutError::Timeout) => {
-                if max_log_bytes.is_some_and(|max| len().saturating_sub(base) > max) {
-                    return Watched::LogFull;
-                }
-            }
+        match exited.try_recv() {
+            Err(mpsc::TryRecvError::Empty) => {}
             _ => return Watched::Exited,
         }
+        if len().saturating_sub(base) > max {
+            return Watched::LogFull;
+        }
+        let wait = left.min(LOG_CHECK);
+        match &writes {
+            Some(fd) => {
+                if wait_for_writes(fd, wait) {
+                    std::thread::sleep(LOG_GRAIN);
+                }
+            }
+            None => match exited.recv_timeout(wait) {
+                Err(RecvTimeoutError::Timeout) => {}
+                _ => return Watched::Exited,
+            },
+        }
     }
+}
+
+/// An inotify descriptor that becomes readable when `log` is written to.
+fn log_writes(log: &Path) -> Option<rustix::fd::OwnedFd> {
+    use rustix::fs::inotify;
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?;
+    inotify::add_watch(&fd, log, inotify::WatchFlags::MODIFY).ok()?;
+    Some(fd)
+}
+
+/// Waits up to `wait` for a write `fd` (see [`log_writes`]) reports, and takes what it
+/// reported (many writes are one event). Whether there was one.
+fn wait_for_writes(fd: &rustix::fd::OwnedFd, wait: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let limit = Timespec::try_from(wait).unwrap_or(Timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    });
+    if poll(&mut fds, Some(&limit)).unwrap_or(0) == 0 {
+        return false;
+    }
+    let mut buf = [0u8; 4096];
+    while rustix::io::read(fd, &mut buf).is_ok_and(|n| n > 0) {}
+    true
 }
 
 /// The limit of a spec's log, as a person reads it.

@@ -495,6 +495,24 @@ impl App {
         changed.retain(|c| !finished.contains(c));
         changed.sort();
         changed.dedup();
+        // A plan the roadmap ticks without a summary "will run" — unless its task is
+        // done in Warden, which runs nothing more (a note says the SUMMARY is missing).
+        if warnings
+            .iter()
+            .any(|w| w.kind == gsd::WarningKind::RoadmapSaysDone)
+        {
+            let done: std::collections::HashSet<String> = self
+                .tasks()?
+                .iter()
+                .filter(|t| t.status() == Status::Done)
+                .filter_map(|t| t.spec.origin.as_ref())
+                .filter(|o| o.tool == gsd::sync::TOOL && o.root == place.root)
+                .map(|o| o.path.clone())
+                .collect();
+            warnings.retain(|w| {
+                !(w.kind == gsd::WarningKind::RoadmapSaysDone && done.contains(&w.path))
+            });
+        }
         let plans: Vec<&gsd::Plan> = tree.plans().collect();
         let mut wrote = Vec::new();
         if state_before.is_some() && std::fs::read(&state_md).ok() != state_before {

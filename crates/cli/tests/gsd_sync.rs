@@ -516,6 +516,22 @@ fn sync_never_moves_a_done_task_back() {
         assert_eq!(ws.status("01-01"), "done");
         assert_eq!(ws.version("01-01"), version);
     }
+    // The roadmap ticks it too: no warning that it "will run" (it is done), while an
+    // open plan the roadmap ticks is still warned about.
+    ws.write(
+        ".planning/ROADMAP.md",
+        "### Phase 1: A\n\nPlans:\n- [x] 01-01: First\n- [x] 01-02: Second\n",
+    );
+    ws.write(".planning/phases/01-a/01-02-PLAN.md", PLAN);
+    let v = ws.json(&["plan", "sync"]);
+    let ticked: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["kind"] == "roadmap_says_done")
+        .map(|w| w["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(ticked, ["phases/01-a/01-02-PLAN.md"], "{v}");
     ws.check_ok();
 }
 

@@ -331,7 +331,7 @@ impl App {
                     tree::apply_state_updates(&prev, nodes, &selected, status, guard, limits)
                         .map_err(Failure::from)?;
                 if let Some(as_of) = as_of
-                    && !update.removed.is_empty()
+                    && !(update.removed.is_empty() && update.edited.is_empty())
                 {
                     // A real export is never ahead of its store: a number past the
                     // newest event (edited, or another store's) would excuse everything.
@@ -352,6 +352,25 @@ impl App {
                             "the plan file removes task {id}, which changed after the file was exported (event {as_of}); export the plan again (warden plan export) and redo the edit"
                         ))
                         .into());
+                    }
+                    // Two writers never lose an update: a file exported before another
+                    // writer edited a task, that states the task otherwise (its old
+                    // title, say), would put the old back without a word.
+                    for id in update
+                        .edited
+                        .iter()
+                        .filter(|id| changed.binary_search(id).is_ok())
+                    {
+                        let edited_since = self.eng.store.events(Some(id))?.iter().any(|e| {
+                            e.seq > as_of
+                                && matches!(e.kind, warden_core::event::EventKind::TaskEdited { .. })
+                        });
+                        if edited_since {
+                            return Err(Failure::conflict(format!(
+                                "the plan file changes task {id}, which was edited after the file was exported (event {as_of}); export the plan again (warden plan export) and redo the edit"
+                            ))
+                            .into());
+                        }
                     }
                 }
                 // The stored tasks the changes are made from, in full and by id.

@@ -387,6 +387,58 @@ fn export_round_trips_through_import() {
     b.check_ok();
 }
 
+/// Two writers never lose an update: a file exported before another writer edited a
+/// task is refused (exit 4, nothing written) when it states that task otherwise; one
+/// that leaves the task as it is now still applies. Before, the stale file put the
+/// task's old title back without a word.
+#[test]
+fn a_stale_file_does_not_undo_another_writers_edit() {
+    let ws = Workspace::new("stale-edit");
+    let plan = r#"{"tasks": [{"id": "root"}, {"id": "a", "parent": "root", "order": 1, "agent": "do a"}, {"id": "b", "parent": "root", "order": 2, "agent": "do b"}]}"#;
+    assert_eq!(crate::common::code(&import(&ws, "plan.json", plan)), 0);
+    let stale = ws.write("stale.json", serde_json::to_string(&export(&ws)).unwrap());
+    ws.ok(&[
+        "task",
+        "edit",
+        "a",
+        "--title",
+        "A renamed by another writer",
+    ]);
+    let before = ws.history();
+    let o = ws.expect(
+        &[
+            "plan",
+            "apply",
+            stale.to_str().unwrap(),
+            "--selected",
+            "b",
+            "--status",
+            "retry",
+        ],
+        4,
+    );
+    assert!(
+        crate::common::err_line(&o)
+            .contains("the plan file changes task a, which was edited after the file was exported"),
+        "{}",
+        crate::common::err_line(&o)
+    );
+    assert_eq!(ws.history(), before, "nothing written");
+    assert_eq!(ws.show("a")["title"], "A renamed by another writer");
+    // A fresh export applies.
+    let fresh = ws.write("fresh.json", serde_json::to_string(&export(&ws)).unwrap());
+    ws.ok(&[
+        "plan",
+        "apply",
+        fresh.to_str().unwrap(),
+        "--selected",
+        "b",
+        "--status",
+        "retry",
+    ]);
+    ws.check_ok();
+}
+
 /// A group's `passes` is its tasks', in `plan export` as in `task show`, and an apply of
 /// that export notes no tamper for it. Before, an imported group whose tasks passed was
 /// exported with `passes: false` while `task show` said true.

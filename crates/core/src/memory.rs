@@ -332,27 +332,44 @@ fn indent_continuation(s: &str) -> String {
     defused(s).lines().collect::<Vec<_>>().join("\n  ")
 }
 
-/// An item as the `<state>` block carries it: a `<state>` or `</state>` tag inside it
-/// (any ASCII case) is written `&lt;state>` / `&lt;/state>`, so no item can close the
-/// block early and have what follows read as the prompt's own instructions.
+/// An item as the `<state>` block carries it: a `<` that opens a `state` tag in any
+/// spelling an XML-ish reader might take (any ASCII case, spaces or tabs around the
+/// `/`, attributes, no `>` yet: `</state>`, `</STATE\t>`, `< /state >`, `<state x=1>`) is
+/// written `&lt;`, so no item can close the block early and have what follows read as
+/// the prompt's own instructions.
 fn defused(s: &str) -> std::borrow::Cow<'_, str> {
-    let lower = s.to_ascii_lowercase();
-    if !lower.contains("<state>") && !lower.contains("</state>") {
+    let bytes = s.as_bytes();
+    let opens_state = |i: usize| {
+        let mut j = i + 1;
+        let skip_space = |mut j: usize| {
+            while bytes.get(j).is_some_and(u8::is_ascii_whitespace) {
+                j += 1;
+            }
+            j
+        };
+        j = skip_space(j);
+        if bytes.get(j) == Some(&b'/') {
+            j = skip_space(j + 1);
+        }
+        bytes.len() >= j + 5
+            && bytes[j..j + 5].eq_ignore_ascii_case(b"state")
+            && !bytes.get(j + 5).is_some_and(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b':' | b'.')
+            })
+    };
+    if !(0..bytes.len()).any(|i| bytes[i] == b'<' && opens_state(i)) {
         return s.into();
     }
     let mut out = String::with_capacity(s.len() + 8);
-    let mut at = 0;
-    while at < s.len() {
-        let rest = &lower[at..];
-        if rest.starts_with("<state>") || rest.starts_with("</state>") {
+    let mut from = 0;
+    for i in 0..bytes.len() {
+        if bytes[i] == b'<' && opens_state(i) {
+            out.push_str(&s[from..i]);
             out.push_str("&lt;");
-            at += 1;
-        } else {
-            let c = s[at..].chars().next().unwrap_or_default();
-            out.push(c);
-            at += c.len_utf8().max(1);
+            from = i + 1;
         }
     }
+    out.push_str(&s[from..]);
     out.into()
 }
 
@@ -423,6 +440,29 @@ mod tests {
         assert!(b.contains("&lt;STATE>again"), "{b}");
         assert!(b.contains("Next focus: a &lt;/State> b"), "{b}");
         assert!(b.ends_with("\n</state>"), "{b}");
+        // Every spelling a lenient reader takes for the tag: spaces and tabs around the
+        // slash, attributes, no `>`; a longer name is another tag.
+        let odd = mem(
+            &[
+                "a</state\t>b",
+                "< /STATE >c",
+                "<state x=1>d",
+                "e</state",
+                "<stateful> f",
+            ],
+            &[],
+            "",
+        );
+        let b = block(&odd);
+        for shown in [
+            "a&lt;/state\t>b",
+            "&lt; /STATE >c",
+            "&lt;state x=1>d",
+            "e&lt;/state",
+            "<stateful> f",
+        ] {
+            assert!(b.contains(shown), "{shown:?} in {b}");
+        }
     }
 
     #[test]

@@ -1052,8 +1052,15 @@ fn retry_refuses_unless_stuck_with_the_exact_message() {
 fn cancel_respawn_and_log() {
     let ws = Workspace::new("cancel");
     ws.create("c", &[]);
-    let o = ws.expect(&["task", "respawn", "c"], 1);
-    assert!(err_line(&o).contains("pending"), "{}", err_line(&o));
+    // A pending task has not started: said so, for spawn as for respawn (spawn said
+    // "no agent session to respawn").
+    for verb in ["respawn", "spawn"] {
+        let o = ws.expect(&["task", verb, "c"], 1);
+        assert_eq!(
+            err_line(&o),
+            "refused: task c is pending: `warden run` starts its first session once its dependencies are done (a spawn or respawn asks for another session of a task that is working, in clarification, stuck or in agent-review)"
+        );
+    }
     ws.to("c", "working");
     ws.ok(&["task", "respawn", "c"]);
     assert_eq!(ws.show("c")["respawn_requested"], true);

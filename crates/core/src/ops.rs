@@ -1142,6 +1142,14 @@ pub fn request_respawn(task: &Task, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
             why: "has no agent work, so there is no session to respawn; run it again with `warden task retry` when it is stuck".into(),
         });
     }
+    if task.status() == Status::Pending {
+        // `task spawn` said "no agent session to respawn" of a task that simply has not
+        // started: say when it will.
+        return Err(Refusal::Respawn {
+            id,
+            why: "is pending: `warden run` starts its first session once its dependencies are done (a spawn or respawn asks for another session of a task that is working, in clarification, stuck or in agent-review)".into(),
+        });
+    }
     if role_for(task.status()).is_none() {
         return Err(Refusal::Respawn {
             id,

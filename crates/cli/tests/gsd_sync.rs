@@ -1045,3 +1045,49 @@ fn a_closed_stderr_loses_warnings_not_the_exit_code() {
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(ws.status("01-01"), "pending");
 }
+
+/// Two plans of one title: the renumbered one is the task that moved (working), not the
+/// finished task whose number it took; and a new plan that takes the name of a plan
+/// finished long ago in a phase numbered lower is a new task, not that done one.
+#[test]
+fn a_renumbered_plan_is_the_task_that_moved_even_beside_one_of_its_title() {
+    let ws = Workspace::new("gsd-renumber-title");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", "# Tests\n");
+    ws.write(".planning/phases/01-a/01-01-SUMMARY.md", "# Done\n");
+    ws.write(".planning/phases/02-b/02-01-PLAN.md", "# Tests\n");
+    ws.ok(&["plan", "sync"]);
+    ws.ok(&["task", "update", "02-01", "--status", "working"]);
+    std::fs::remove_dir_all(ws.path(".planning/phases/01-a")).unwrap();
+    std::fs::rename(
+        ws.path(".planning/phases/02-b"),
+        ws.path(".planning/phases/01-b"),
+    )
+    .unwrap();
+    std::fs::rename(
+        ws.path(".planning/phases/01-b/02-01-PLAN.md"),
+        ws.path(".planning/phases/01-b/01-01-PLAN.md"),
+    )
+    .unwrap();
+    let v = ws.json(&["plan", "sync"]);
+    let moved = ws.show("02-01");
+    assert_eq!(
+        (moved["status"].as_str(), moved["parent"].as_str()),
+        (Some("working"), Some("01-b")),
+        "{v}"
+    );
+    let done = ws.show("01-01");
+    assert_eq!(
+        (done["status"].as_str(), done["parent"].as_str()),
+        (Some("done"), Some("01-a")),
+        "{v}"
+    );
+    assert_eq!(ws.json(&["plan", "sync"])["changed"], 0);
+
+    // A plan named as one finished long ago, in a phase numbered higher: new work.
+    ws.write(".planning/phases/03-a/03-01-PLAN.md", "# Tests\n");
+    let v = ws.json(&["plan", "sync"]);
+    assert!(notes(&v, "renumbered").is_empty(), "{v}");
+    assert_eq!(ws.status("03-01"), "pending", "{v}");
+    assert_eq!(ws.status("01-01"), "done");
+    ws.check_ok();
+}

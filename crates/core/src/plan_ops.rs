@@ -799,6 +799,24 @@ fn unnumbered(path: &str) -> String {
         .join("/")
 }
 
+/// The number of the first component of `path` that begins with one (`phases/02.1-x/…`
+/// → (2, 1)): a phase's number, as GSD renumbers it.
+fn phase_number(path: &str) -> Option<(u64, u64)> {
+    let c = path
+        .split('/')
+        .find(|c| c.starts_with(|ch: char| ch.is_ascii_digit()))?;
+    let digits = |s: &str| -> (u64, usize) {
+        let n = s.bytes().take_while(u8::is_ascii_digit).count();
+        (s[..n].parse().unwrap_or(u64::MAX), n)
+    };
+    let (major, n) = digits(c);
+    let minor = match c[n..].strip_prefix('.') {
+        Some(rest) if rest.starts_with(|ch: char| ch.is_ascii_digit()) => digits(rest).0,
+        _ => 0,
+    };
+    Some((major, minor))
+}
+
 /// A plan whose id [`renumber`] changed.
 struct Moved {
     /// The id GSD's files give it.
@@ -816,7 +834,8 @@ struct Moved {
 /// someone started, finished or cancelled (`kept`) stays the plan it was made from:
 /// - a wanted plan whose file and title are both not its id's task's is another plan;
 /// - it is the task whose file is gone that has its title and its path but for GSD's
-///   numbers, when exactly one such task was kept (the plan was renumbered);
+///   numbers, from a phase numbered higher, when exactly one such task was kept (the
+///   plan was renumbered: removing a phase moves the later ones down);
 /// - else it gets an id of its own, its number and a hash of its file's path (as GSD
 ///   ids that collide within one tree do), and so does a plan whose id the first rule
 ///   gave to a moved task.
@@ -872,7 +891,8 @@ fn renumber(
         .filter_map(|t| Some((path_of(&t.spec)?, t.id())))
         .collect();
     for w in plans() {
-        if by_id.get(&w.spec.id).is_some_and(|t| own(w, t)) {
+        let holder = by_id.get(&w.spec.id);
+        if holder.is_some_and(|t| path_of(&t.spec) == path_of(&w.spec)) {
             continue;
         }
         if let Some(task) = path_of(&w.spec).and_then(|p| by_path.get(&p))
@@ -886,19 +906,35 @@ fn renumber(
             path_of(&w.spec).map(|p| unnumbered(&p)).unwrap_or_default(),
             w.spec.title.as_str(),
         );
+        // Removing a phase renumbers the later ones down: a task of the same name from
+        // a phase numbered lower than this one is not this plan (a new plan that took
+        // a long-gone finished one's name would be taken for done).
+        let renumbered_down = |task: &TaskId| {
+            let now = path_of(&w.spec).and_then(|p| phase_number(&p));
+            let then = by_id
+                .get(task)
+                .and_then(|t| path_of(&t.spec))
+                .and_then(|p| phase_number(&p));
+            matches!((now, then), (Some(n), Some(t)) if n < t)
+        };
         if let Some(Some(task)) = moved_away.get(&key)
             && !taken.contains(*task)
+            && *task != &w.spec.id
+            && renumbered_down(task)
         {
             taken.insert((*task).clone());
-            if *task != &w.spec.id {
-                moved.push(Moved {
-                    old: w.spec.id.clone(),
-                    new: (*task).clone(),
-                    was: was(task),
-                    adopted: true,
-                });
-                map.insert(w.spec.id.clone(), (*task).clone());
-            }
+            moved.push(Moved {
+                old: w.spec.id.clone(),
+                new: (*task).clone(),
+                was: was(task),
+                adopted: true,
+            });
+            map.insert(w.spec.id.clone(), (*task).clone());
+            continue;
+        }
+        // Moved with its title and number (its phase directory renamed): its own task.
+        if holder.is_some_and(|t| own(w, t)) {
+            continue;
         }
     }
     for w in plans() {

@@ -1354,10 +1354,15 @@ fn a_signal_that_ends_a_command_ends_the_checks_it_runs() {
     for sig in ["TERM", "INT", "HUP"] {
         let ws = Workspace::new("signal-check");
         let pid_file = ws.root.join("check.pid");
+        // With a daemon in a session of its own, outside the check's group, that holds
+        // the check's output open (so the check's own thread is still draining it when
+        // the command exits).
+        let daemon = ws.root.join("daemon.pid");
         let post = format!(
-            "echo $$ > {}; sleep 30; touch {}",
+            "setsid sh -c 'echo $$ > {d}; exec sleep 600' </dev/null & while [ ! -s {d} ]; do sleep 0.01; done; echo $$ > {}; sleep 30; touch {}",
             pid_file.display(),
-            ws.root.join("finished").display()
+            ws.root.join("finished").display(),
+            d = daemon.display()
         );
         ws.create("s", &["--postchecks", &post]);
         ws.to("s", "working");
@@ -1409,6 +1414,12 @@ fn a_signal_that_ends_a_command_ends_the_checks_it_runs() {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(!ws.root.join("finished").exists());
+        let daemon: u32 = std::fs::read_to_string(&daemon)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        crate::supervisor::wait_gone(daemon, 20);
         assert_eq!(ws.show("s")["status"], "working", "{sig}");
         assert!(
             !ws.root.join(".warden/tasks/s/check.pid").exists(),

@@ -348,7 +348,13 @@ pub fn run_check_noted(
     });
     // The check is over when its process is: what it left running in its group ends
     // with it.
-    let running = Running::add(child.id(), noted.map(Path::to_path_buf));
+    let running = Running::add(child.id(), noted.map(Path::to_path_buf), &marker);
+    if ENDING.load(std::sync::atomic::Ordering::SeqCst) {
+        // Started after `stop_running_checks` looked (it sets ENDING first, then reads
+        // RUNNING): stopped here, or it would run on as an orphan.
+        kill_group(child.id());
+        kill_carrying(CHECK_RUN_VAR, &marker);
+    }
     let c = collect(&mut child, Some(KEEP_BYTES), Some(timeout), true);
     // What it left outside its group (a daemon started with `setsid`, a double fork into
     // a session of its own) ends too: it ran on after the task was done.
@@ -402,7 +408,8 @@ pub fn run_check_noted(
 /// Ctrl-C at the terminal or a TERM to the process never reaches, and a `warden mcp` or
 /// `task complete` killed while its postchecks ran left them running to the end,
 /// side effects and all, beside the task's next attempt.
-static RUNNING: std::sync::Mutex<Vec<(u32, Option<PathBuf>)>> = std::sync::Mutex::new(Vec::new());
+static RUNNING: std::sync::Mutex<Vec<(u32, Option<PathBuf>, String)>> =
+    std::sync::Mutex::new(Vec::new());
 
 /// Set once the process is ending on a signal (see [`stop_running_checks`]).
 static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -411,19 +418,19 @@ static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 struct Running(u32);
 
 impl Running {
-    fn add(pgid: u32, note: Option<PathBuf>) -> Running {
-        running().push((pgid, note));
+    fn add(pgid: u32, note: Option<PathBuf>, marker: &str) -> Running {
+        running().push((pgid, note, marker.to_owned()));
         Running(pgid)
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        running().retain(|(g, _)| *g != self.0);
+        running().retain(|(g, ..)| *g != self.0);
     }
 }
 
-fn running() -> std::sync::MutexGuard<'static, Vec<(u32, Option<PathBuf>)>> {
+fn running() -> std::sync::MutexGuard<'static, Vec<(u32, Option<PathBuf>, String)>> {
     RUNNING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -436,8 +443,8 @@ fn running() -> std::sync::MutexGuard<'static, Vec<(u32, Option<PathBuf>)>> {
 pub fn stop_running_checks(grace: Duration) -> Vec<u32> {
     // No thread reports the outcome of a check stopped here (see `run_check_noted`).
     ENDING.store(true, std::sync::atomic::Ordering::SeqCst);
-    let checks: Vec<(u32, Option<PathBuf>)> = running().clone();
-    let groups: Vec<u32> = checks.iter().map(|(g, _)| *g).collect();
+    let checks: Vec<(u32, Option<PathBuf>, String)> = running().clone();
+    let groups: Vec<u32> = checks.iter().map(|(g, ..)| *g).collect();
     for &g in &groups {
         term_group(g);
     }
@@ -448,7 +455,10 @@ pub fn stop_running_checks(grace: Duration) -> Vec<u32> {
     for g in groups_running(&groups) {
         kill_group(g);
     }
-    for (_, note) in checks {
+    for (_, note, marker) in checks {
+        // What a check left outside its group: the thread that would end it waits for
+        // the process's end.
+        kill_carrying(CHECK_RUN_VAR, &marker);
         if let Some(n) = note {
             let _ = std::fs::remove_file(n);
         }

@@ -404,16 +404,20 @@ fn tail_lossy(path: &std::path::Path, max: u64) -> std::io::Result<(String, u64)
     let mut f = std::fs::File::open(path)?;
     let len = f.metadata()?.len();
     let start = len.saturating_sub(max);
-    f.seek(SeekFrom::Start(start))?;
+    // One byte before the tail, to know whether it begins a line.
+    let from = start.saturating_sub(1);
+    f.seek(SeekFrom::Start(from))?;
     let mut bytes = Vec::new();
-    f.take(max).read_to_end(&mut bytes)?;
+    f.take(max + (start - from)).read_to_end(&mut bytes)?;
     let cut = if start > 0 {
+        // From the first line that begins in the tail: just after the first line break
+        // at or after the byte before it.
         bytes.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1)
     } else {
         0
     };
     Ok((
         String::from_utf8_lossy(&bytes[cut..]).into_owned(),
-        start + cut as u64,
+        from + cut as u64,
     ))
 }

@@ -57,49 +57,50 @@ pub fn for_terminal(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     terminal_safe(bytes)
 }
 
-/// See [`for_terminal`].
+/// See [`for_terminal`]. Bytes that are not UTF-8 are U+FFFD first, so a raw C1 byte
+/// (0x9B is CSI to a terminal that reads 8-bit controls), or a C1 character whose two
+/// bytes `task log -f` read in two pieces, reaches no terminal. SGR 8 (concealed text)
+/// is shown, not obeyed.
 pub fn terminal_safe(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    let unsafe_at = |i: usize| {
-        let b = bytes[i];
-        (b < 0x20 && !matches!(b, b'\n' | b'\t' | b'\r'))
-            || b == 0x7f
-            || (b == 0xc2 && bytes.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)))
-    };
-    if !(0..bytes.len()).any(unsafe_at) {
-        return std::borrow::Cow::Borrowed(bytes);
+    let text = String::from_utf8_lossy(bytes);
+    let unsafe_char =
+        |c: char| (c.is_control() && !matches!(c, '\n' | '\t' | '\r')) || c == '\u{fffd}';
+    if !text.chars().any(unsafe_char) {
+        return match text {
+            std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(bytes),
+            std::borrow::Cow::Owned(t) => std::borrow::Cow::Owned(t.into_bytes()),
+        };
     }
-    let mut out = Vec::with_capacity(bytes.len() + 16);
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b == 0x1b && bytes.get(i + 1) == Some(&b'[') {
-            // SGR only: ESC [ then digits and semicolons, then m.
-            let end = bytes[i + 2..]
-                .iter()
-                .position(|c| !(c.is_ascii_digit() || *c == b';'))
-                .map(|k| i + 2 + k);
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c == '\u{1b}' && text[i + 1..].starts_with('[') {
+            // SGR only: ESC [ then digits and semicolons, then m; not 8 (conceal).
+            let params: &str = &text[i + 2..];
+            let end = params.find(|ch: char| !(ch.is_ascii_digit() || ch == ';'));
             if let Some(e) = end
-                && bytes[e] == b'm'
+                && params[e..].starts_with('m')
+                && !params[..e].split(';').any(|p| p == "8")
             {
-                out.extend_from_slice(&bytes[i..=e]);
-                i = e + 1;
+                out.push_str(&text[i..i + 2 + e + 1]);
+                for _ in 0..e + 2 {
+                    chars.next();
+                }
                 continue;
             }
         }
-        if b == 0xc2 && bytes.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) {
-            out.extend_from_slice("\u{fffd}".as_bytes());
-            i += 2;
-            continue;
+        match c {
+            '\n' | '\t' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(c as u8 + 0x40));
+            }
+            '\u{7f}' => out.push_str("^?"),
+            c if c.is_control() => out.push('\u{fffd}'),
+            c => out.push(c),
         }
-        if unsafe_at(i) {
-            out.push(b'^');
-            out.push(if b == 0x7f { b'?' } else { b + 0x40 });
-        } else {
-            out.push(b);
-        }
-        i += 1;
     }
-    std::borrow::Cow::Owned(out)
+    std::borrow::Cow::Owned(out.into_bytes())
 }
 
 /// Is colour wanted on stdout?
@@ -187,5 +188,12 @@ mod tests {
         assert_eq!(shown(plain.as_bytes()), plain);
         // A C1 CSI (U+009B) and DEL are shown too.
         assert_eq!(shown("x\u{9b}2Jy\x7f".as_bytes()), "x\u{fffd}2Jy^?");
+        // Concealed text is shown as what it is; a raw 8-bit CSI, or a C1 character's
+        // two bytes read apart, reach the terminal as U+FFFD.
+        assert_eq!(shown(b"a\x1b[8mhidden\x1b[0m"), "a^[[8mhidden\x1b[0m");
+        assert_eq!(shown(b"a\x1b[1;8mb"), "a^[[1;8mb");
+        assert_eq!(shown(b"x\x9b2J"), "x\u{fffd}2J");
+        assert_eq!(shown(b"x\xc2"), "x\u{fffd}");
+        assert_eq!(shown(b"\x9by"), "\u{fffd}y");
     }
 }

@@ -569,6 +569,12 @@ fn hooks_install_writes_through_a_link_and_keeps_the_mode() {
     assert_eq!(j["hooks"]["Stop"].as_array().unwrap().len(), 1, "{j}");
     let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{mode:o}");
+    // Whatever the mode, the umask included (0666 came back 0644).
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::write(&real, r#"{"description": "mine"}"#).unwrap();
+    ws.run_env(&["hooks", "install", "codex"], &[("CODEX_HOME", home_s)]);
+    let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666, "{mode:o}");
     // A link to nothing is refused, and left as it is.
     std::fs::remove_file(&link).unwrap();
     std::os::unix::fs::symlink(dotfiles.join("gone.json"), &link).unwrap();

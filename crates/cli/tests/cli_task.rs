@@ -1120,6 +1120,15 @@ fn cancel_respawn_and_log() {
         big.len(),
         "what is left out and what is shown are the log"
     );
+    // A last MiB that begins with a line is shown from that line, not the next.
+    let mut exact = b"HEAD-LINE\n".to_vec();
+    for _ in 0..(1 << 20) / 16 {
+        exact.extend_from_slice(b"line 0123456789\n");
+    }
+    std::fs::write(ws.path(".warden/tasks/c/output.log"), &exact).unwrap();
+    let v = ws.json(&["task", "log", "c"]);
+    assert_eq!(v["omitted_bytes"], 10);
+    assert_eq!(v["output"].as_str().unwrap().len(), 1 << 20);
     ws.check_ok();
 }
 

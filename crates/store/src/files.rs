@@ -204,7 +204,7 @@ pub fn read_text_lossy(base: &Path, path: &Path) -> Result<(String, Option<usize
         Ok(text) => Ok((text, None)),
         Err(FileError::NotUtf8(shown, at)) => {
             let (f, meta) = open_regular(base, path, false)?;
-            let mut bytes = Vec::with_capacity(meta.len() as usize);
+            let mut bytes = Vec::with_capacity(meta.len().min(MAX_FILE_BYTES + 1) as usize);
             f.take(MAX_FILE_BYTES + 1)
                 .read_to_end(&mut bytes)
                 .map_err(|e| io(path, e))?;
@@ -288,10 +288,13 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
 /// [`write_atomic`] makes it.
 pub fn write_atomic_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path).map_or(0o666, |m| m.permissions().mode() & 0o7777);
-    write_replace(path, &[bytes], true, mode)?;
+    // The permission bits only: a set-id bit is not carried to a new file.
+    let kept = std::fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o777);
+    write_replace(path, &[bytes], true, kept.unwrap_or(0o666))?;
     // The mode asked for at creation is cut by the umask: set it whole.
-    if mode != 0o666 {
+    if let Some(mode) = kept {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
             .map_err(|e| io(path, e))?;
     }

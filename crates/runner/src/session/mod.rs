@@ -62,16 +62,32 @@ pub const LOG_GRAIN: Duration = Duration::from_millis(10);
 /// written to (inotify), at most every [`LOG_GRAIN`], and every [`LOG_CHECK`] besides:
 /// measured once a second only, a session wrote a gigabyte past a 1 MiB limit, and a
 /// burst that ended within the second was never measured at all. With the limit, the
-/// end is seen at the next look (within [`LOG_CHECK`]); nothing waits on that.
+/// end is seen at the next look (within [`LOG_CHECK`]); nothing waits on that. `ended`
+/// (a pidfd of the session's process, for a tmux pane, whose end closes no channel)
+/// ends the watch as the channel does: the watch of a pane that ended held its
+/// inotify instance, and woke on the next session's writes, until its timeout.
 pub(crate) fn watch(
     exited: &mpsc::Receiver<()>,
     timeout: Duration,
     log: &Path,
     max_log_bytes: Option<u64>,
+    ended: Option<&rustix::fd::OwnedFd>,
 ) -> Watched {
     let len = || std::fs::metadata(log).map_or(0, |m| m.len());
     let start = std::time::Instant::now();
     let Some(max) = max_log_bytes else {
+        if let Some(fd) = ended {
+            // A pane without a limit: its end or its timeout.
+            loop {
+                let left = timeout.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    return Watched::TimedOut;
+                }
+                if readable(&[fd], left.min(LOG_CHECK))[0] {
+                    return Watched::Exited;
+                }
+            }
+        }
         return match exited.recv_timeout(timeout) {
             Err(RecvTimeoutError::Timeout) => Watched::TimedOut,
             _ => Watched::Exited,
@@ -93,13 +109,24 @@ pub(crate) fn watch(
             return Watched::LogFull;
         }
         let wait = left.min(LOG_CHECK);
-        match &writes {
-            Some(fd) => {
-                if wait_for_writes(fd, wait) {
+        match (&writes, ended) {
+            (Some(w), end) => {
+                let fds: Vec<&rustix::fd::OwnedFd> = std::iter::once(w).chain(end).collect();
+                let ready = readable(&fds, wait);
+                if ready.get(1) == Some(&true) {
+                    return Watched::Exited;
+                }
+                if ready[0] {
+                    take_writes(w);
                     std::thread::sleep(LOG_GRAIN);
                 }
             }
-            None => match exited.recv_timeout(wait) {
+            (None, Some(end)) => {
+                if readable(&[end], wait)[0] {
+                    return Watched::Exited;
+                }
+            }
+            (None, None) => match exited.recv_timeout(wait) {
                 Err(RecvTimeoutError::Timeout) => {}
                 _ => return Watched::Exited,
             },
@@ -115,21 +142,27 @@ fn log_writes(log: &Path) -> Option<rustix::fd::OwnedFd> {
     Some(fd)
 }
 
-/// Waits up to `wait` for a write `fd` (see [`log_writes`]) reports, and takes what it
-/// reported (many writes are one event). Whether there was one.
-fn wait_for_writes(fd: &rustix::fd::OwnedFd, wait: Duration) -> bool {
+/// Waits up to `wait` for any of `fds` to become readable; which are.
+fn readable(fds: &[&rustix::fd::OwnedFd], wait: Duration) -> Vec<bool> {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let mut polled: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::IN))
+        .collect();
     let limit = Timespec::try_from(wait).unwrap_or(Timespec {
         tv_sec: 1,
         tv_nsec: 0,
     });
-    if poll(&mut fds, Some(&limit)).unwrap_or(0) == 0 {
-        return false;
+    if poll(&mut polled, Some(&limit)).unwrap_or(0) == 0 {
+        return vec![false; fds.len()];
     }
+    polled.iter().map(|p| !p.revents().is_empty()).collect()
+}
+
+/// Takes what the inotify `fd` (see [`log_writes`]) reported: many writes are one event.
+fn take_writes(fd: &rustix::fd::OwnedFd) {
     let mut buf = [0u8; 4096];
     while rustix::io::read(fd, &mut buf).is_ok_and(|n| n > 0) {}
-    true
 }
 
 /// The limit of a spec's log, as a person reads it.

@@ -172,7 +172,7 @@ pub fn start_process_with(
     std::thread::Builder::new()
         .name(format!("warden-timer-{}", spec.session_id))
         .spawn(move || {
-            let why = watch(&exited_rx, timeout, &log, max_log);
+            let why = watch(&exited_rx, timeout, &log, max_log, None);
             let mut life = timer_shared.lock();
             if !life.exited && why != Watched::Exited {
                 life.timed_out = why == Watched::TimedOut;

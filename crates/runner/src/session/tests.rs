@@ -157,3 +157,33 @@ fn end_markers_are_not_shown() {
     assert_eq!(peek_log(&path, 2), "--- session s exited ---\nb");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A watch given the end of the session's process (a tmux pane's, whose end closes no
+/// channel) returns when it ends, with the log's limit as without: before, the watch of
+/// a pane that had ended held its inotify instance until the phase timeout (an hour).
+#[test]
+fn a_watch_ends_with_the_process_it_is_given() {
+    let dir = std::env::temp_dir().join(format!("warden-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("output.log");
+    std::fs::write(&log, "").unwrap();
+    for limit in [Some(1 << 20), None] {
+        let mut child = Command::new("sleep").arg("0.2").spawn().unwrap();
+        let pid = Pid::from_raw(child.id() as i32).unwrap();
+        let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap();
+        let (done_tx, done) = mpsc::channel();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            let (_never, quiet) = mpsc::channel::<()>();
+            let why = watch(&quiet, Duration::from_secs(3600), &log2, limit, Some(&fd));
+            let _ = done_tx.send(why);
+        });
+        child.wait().unwrap();
+        assert_eq!(
+            done.recv_timeout(Duration::from_secs(30)),
+            Ok(Watched::Exited),
+            "{limit:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

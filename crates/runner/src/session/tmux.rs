@@ -405,7 +405,32 @@ pub fn start_tmux(socket: &Path, spec: &SessionSpec) -> Result<String, SessionEr
                 // Nothing tells this thread of the pane's end (its hook runs in tmux):
                 // it watches for the timeout and the log, with a channel that never fires.
                 let (_never, quiet) = std::sync::mpsc::channel::<()>();
-                match watch(&quiet, spec.timeout, &spec.log_path, spec.max_log_bytes) {
+                // The pane's process, whose end ends the watch (none found: the watch
+                // runs to the timeout, as before).
+                let pane = tmux_list(&socket).ok().and_then(|ps| {
+                    ps.into_iter().find(|p| {
+                        p.name == name2 && p.session_id.as_deref() == Some(&spec.session_id)
+                    })
+                });
+                let ended = match pane.as_ref().and_then(|p| p.pid.filter(|_| !p.dead)) {
+                    Some(pid) => match rustix::process::Pid::from_raw(pid as i32).map(|p| {
+                        rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())
+                    }) {
+                        Some(Ok(fd)) => Some(fd),
+                        // Over before it was looked at: nothing to watch.
+                        Some(Err(rustix::io::Errno::SRCH)) => return,
+                        _ => None,
+                    },
+                    None if pane.is_some() => return,
+                    None => None,
+                };
+                match watch(
+                    &quiet,
+                    spec.timeout,
+                    &spec.log_path,
+                    spec.max_log_bytes,
+                    ended.as_ref(),
+                ) {
                     Watched::TimedOut => {
                         if current() && tmux_expire(&socket, &name2, spec.timeout).is_ok() {
                             note(&spec.log_path, &timed_out_note(&spec));

@@ -220,12 +220,37 @@ pub fn update_state_md(text: &str, p: &GsdProgress) -> Option<String> {
         }
         if !line_done && bare.starts_with("Progress:") {
             line_done = true;
-            out.push_str(&format!("Progress: {}{eol}", p.line()));
-            continue;
+            // GSD's own line (`[bar] N%`, and whatever follows it) is brought up to
+            // date; a line a person wrote in words ("79/79 (100%) — v1.0 …") is theirs.
+            let rest = bare["Progress:".len()..].trim_start();
+            if let Some(end) = bar_end(rest) {
+                out.push_str(&format!("Progress: {}{}{eol}", p.line(), &rest[end..]));
+                continue;
+            }
         }
         out.push_str(line);
     }
     (out != text).then_some(out)
+}
+
+/// Where GSD's progress bar and percentage (`[█████░░░░░] 50%`) end, when `text` begins
+/// with them.
+fn bar_end(text: &str) -> Option<usize> {
+    let inner = text.strip_prefix('[')?;
+    let close = inner.find(']')?;
+    if inner[..close].chars().any(|c| c.is_alphanumeric()) {
+        return None;
+    }
+    let after = &inner[close + 1..];
+    let digits_at = after.len() - after.trim_start().len();
+    let digits = after[digits_at..]
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .count();
+    if digits == 0 || !after[digits_at + digits..].starts_with('%') {
+        return None;
+    }
+    Some(1 + close + 1 + digits_at + digits + 1)
 }
 
 #[cfg(test)]
@@ -368,6 +393,13 @@ mod tests {
         assert_eq!(update_state_md(&out, &p), None, "idempotent");
         // No progress anywhere: nothing is added.
         assert_eq!(update_state_md("# State\n\nPhase: 1\n", &p), None);
+        // GSD's line keeps what follows its bar; a line in words is the person's.
+        assert_eq!(
+            update_state_md("Progress: [██░░░░░░░░] 20% (2 of 10 plans)\n", &p).unwrap(),
+            "Progress: [███████░░░] 75% (2 of 10 plans)\n"
+        );
+        let words = "Progress: 79/79 (100%) — v1.0 (Phase 1–3) alla genomförda\n";
+        assert_eq!(update_state_md(words, &p), None);
         // A second frontmatter-looking block is body text.
         let twice = "---\na: 1\n---\n---\nprogress:\n  percent: 1\n---\n";
         assert_eq!(update_state_md(twice, &p), None);

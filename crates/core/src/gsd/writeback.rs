@@ -222,9 +222,9 @@ pub fn update_state_md(text: &str, p: &GsdProgress) -> Option<String> {
             line_done = true;
             // GSD's own line (`[bar] N%`, and whatever follows it) is brought up to
             // date; a line a person wrote in words ("79/79 (100%) — v1.0 …") is theirs.
-            let rest = bare["Progress:".len()..].trim_start();
-            if let Some(end) = bar_end(rest) {
-                out.push_str(&format!("Progress: {}{}{eol}", p.line(), &rest[end..]));
+            let rest = bare.strip_prefix("Progress:").unwrap_or(bare).trim_start();
+            if let Some(tail) = after_bar(rest) {
+                out.push_str(&format!("Progress: {}{tail}{eol}", p.line()));
                 continue;
             }
         }
@@ -233,24 +233,19 @@ pub fn update_state_md(text: &str, p: &GsdProgress) -> Option<String> {
     (out != text).then_some(out)
 }
 
-/// Where GSD's progress bar and percentage (`[█████░░░░░] 50%`) end, when `text` begins
-/// with them.
-fn bar_end(text: &str) -> Option<usize> {
-    let inner = text.strip_prefix('[')?;
-    let close = inner.find(']')?;
-    if inner[..close].chars().any(|c| c.is_alphanumeric()) {
+/// What follows GSD's progress bar and percentage (`[█████░░░░░] 50%`), when `text`
+/// begins with them.
+fn after_bar(text: &str) -> Option<&str> {
+    let (bar, after) = text.strip_prefix('[')?.split_once(']')?;
+    if bar.chars().any(char::is_alphanumeric) {
         return None;
     }
-    let after = &inner[close + 1..];
-    let digits_at = after.len() - after.trim_start().len();
-    let digits = after[digits_at..]
-        .bytes()
-        .take_while(u8::is_ascii_digit)
-        .count();
-    if digits == 0 || !after[digits_at + digits..].starts_with('%') {
+    let number = after.trim_start();
+    let rest = number.trim_start_matches(|c: char| c.is_ascii_digit());
+    if rest.len() == number.len() {
         return None;
     }
-    Some(1 + close + 1 + digits_at + digits + 1)
+    rest.strip_prefix('%')
 }
 
 #[cfg(test)]

@@ -134,6 +134,7 @@ pub fn answer(ctx: &HookContext, event: HookEvent, input: &Value) -> Result<Opti
                 // A session a person started: this hook is its end's only report.
                 None => {
                     let report = ExitReport {
+                        role: ctx.role,
                         session: harness_session.map(str::to_owned),
                         exit_code: None,
                         reason: Some(format!("harness session end: {reason}")),

@@ -328,16 +328,26 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
             exit_code,
             session,
             reason,
-        } => exited(
-            g,
-            &app,
-            &id_or_env(id)?,
-            ExitReport {
-                session,
-                exit_code,
-                reason,
-            },
-        ),
+        } => {
+            let id = id_or_env(id)?;
+            // Inside an agent session, the report is of that session's role (for its own
+            // task): a worker's end after its hand-off is only recorded.
+            let role = std::env::var("WARDEN_ROLE")
+                .ok()
+                .filter(|_| std::env::var("WARDEN_TASK_ID").is_ok_and(|t| t == id.as_str()))
+                .and_then(|r| warden_core::model::Role::parse(&r));
+            exited(
+                g,
+                &app,
+                &id,
+                ExitReport {
+                    role,
+                    session,
+                    exit_code,
+                    reason,
+                },
+            )
+        }
         TaskCmd::Retry(a) => retry(g, &app, a),
         TaskCmd::Edit(a) => edit(g, &app, a),
         TaskCmd::Approve { id } => {

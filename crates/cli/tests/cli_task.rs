@@ -1132,6 +1132,54 @@ fn cancel_respawn_and_log() {
     ws.check_ok();
 }
 
+/// A worker's own session end after its hand-off (a session a person started, reported
+/// by `task exited` or the SessionEnd hook from inside it) is only recorded (DESIGN 2.2).
+/// Before, it was taken for the reviewer's end: a crash each time (two made the task
+/// stuck with no reviewer run), and with a `## Review` PASS the worker wrote itself, a
+/// pass of its own review.
+#[test]
+fn a_workers_end_after_its_hand_off_is_not_the_reviewers() {
+    let ws = Workspace::new("worker-end");
+    ws.create("t", &[]);
+    ws.to("t", "working");
+    ws.handoff("t");
+    let as_worker = |args: &[&str]| {
+        ws.cmd()
+            .args(args)
+            .env("WARDEN_TASK_ID", "t")
+            .env("WARDEN_ROLE", "worker")
+            .output()
+            .unwrap()
+    };
+    assert_eq!(code(&as_worker(&["task", "complete"])), 0);
+    assert_eq!(ws.status("t"), "agent-review");
+    for session in ["w1", "w1-again"] {
+        let o = as_worker(&["task", "exited", "--exit-code", "0", "--session", session]);
+        assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    }
+    let o = as_worker(&["task", "exited", "--exit-code", "0"]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let t = ws.show("t");
+    assert_eq!(t["status"], "agent-review", "{t}");
+    assert_eq!(t["crash_count"], 0, "{t}");
+    assert!(ws.events("agent.crashed", Some("t")).is_empty());
+    // Its own PASS, then its end: still the reviewer's to decide.
+    ws.review("t", "PASS");
+    assert_eq!(code(&as_worker(&["task", "exited", "--exit-code", "0"])), 0);
+    assert_eq!(ws.status("t"), "agent-review");
+    // The reviewer's end is the one that moves it.
+    let o = ws
+        .cmd()
+        .args(["task", "exited", "t", "--exit-code", "0"])
+        .env("WARDEN_TASK_ID", "t")
+        .env("WARDEN_ROLE", "reviewer")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    assert_eq!(ws.status("t"), "reviewing");
+    ws.check_ok();
+}
+
 /// On a terminal, `task log` shows a session's control sequences instead of obeying
 /// them (an agent could write the person's clipboard with OSC 52); piped, the log is
 /// as written. The terminal is a real pseudo-terminal, from `script`.

@@ -16,6 +16,10 @@ pub struct ExitReport {
     pub exit_code: Option<i32>,
     /// Why it ended, if the reporter says (a harness's session-end hook).
     pub reason: Option<String>,
+    /// The role of the session that ended, as its environment says (`WARDEN_ROLE`): a
+    /// session a person started has no record to say it. A report of a role the task's
+    /// status no longer calls for (a worker's end after its hand-off) is only recorded.
+    pub role: Option<Role>,
 }
 
 /// What the end of a session leads to.
@@ -96,6 +100,16 @@ pub fn disposition(task: &Task, report: &ExitReport) -> Disposition {
             .is_some_and(|s| task.runner.reported.iter().any(|r| r == s)) =>
         {
             Disposition::Duplicate
+        }
+        // A session with no record of its own (started by hand) whose role the task's
+        // status does not call for: a worker's end after its hand-off, which DESIGN 2.2
+        // only records. It was taken for the reviewer's end: a crash (two made the task
+        // stuck), or, with a Review the worker wrote itself, a pass of its own review.
+        None if report
+            .role
+            .is_some_and(|r| crate::ops::role_for(task.status()) != Some(r)) =>
+        {
+            Disposition::Stale
         }
         None if report.session.is_some() => Disposition::Current,
         None => {
@@ -295,6 +309,7 @@ mod tests {
     fn check(status: Status, crashes: u32, round: u32, a: Artifacts, expected: ExitAction) {
         let t = task(status, crashes, round);
         let report = ExitReport {
+            role: None,
             session: Some("cur".into()),
             exit_code: Some(0),
             reason: None,
@@ -423,6 +438,7 @@ mod tests {
     fn a_crash_says_what_the_reporter_said() {
         let t = task(Status::Working, 0, 0);
         let report = |reason: Option<&str>| ExitReport {
+            role: None,
             session: Some("cur".into()),
             exit_code: Some(124),
             reason: reason.map(str::to_owned),
@@ -455,6 +471,7 @@ mod tests {
         let t = task(Status::Working, 0, 0);
         let check = |session: Option<&str>, expected: Disposition| {
             let r = ExitReport {
+                role: None,
                 session: session.map(str::to_owned),
                 exit_code: None,
                 reason: None,
@@ -472,6 +489,7 @@ mod tests {
     fn stale_reports_change_nothing() {
         let t = task(Status::Working, 1, 0);
         let r = ExitReport {
+            role: None,
             session: Some("old".into()),
             exit_code: Some(1),
             reason: None,
@@ -486,6 +504,7 @@ mod tests {
         t.spec.workflow = WorkflowKind::Direct;
         let check = |code, success| {
             let r = ExitReport {
+                role: None,
                 session: None,
                 exit_code: code,
                 reason: None,

@@ -364,6 +364,7 @@ fn a_review_written_before_the_round_is_not_its_verdict() {
         .after
         .unwrap();
     let report = ExitReport {
+        role: None,
         session: Some("w1".into()),
         exit_code: Some(0),
         reason: None,
@@ -382,6 +383,7 @@ fn a_review_written_before_the_round_is_not_its_verdict() {
             .after
             .unwrap();
         let report = ExitReport {
+            role: None,
             session: Some("r1".into()),
             exit_code: Some(0),
             reason: None,
@@ -599,6 +601,7 @@ fn a_failed_work_session_says_why_it_ended() {
         .after
         .unwrap();
     let report = |reason: Option<&str>| ExitReport {
+        role: None,
         session: Some("w1".into()),
         exit_code: Some(137),
         reason: reason.map(str::to_owned),
@@ -662,6 +665,7 @@ fn stale_and_duplicate_exit_reports() {
         .unwrap();
     // The worker's exit arrives late: stale, recorded only.
     let report = ExitReport {
+        role: None,
         session: Some("w1".into()),
         exit_code: Some(0),
         reason: None,
@@ -674,6 +678,7 @@ fn stale_and_duplicate_exit_reports() {
     assert_eq!(ch.events.len(), 1);
     // The reviewer ends with PASS: advance.
     let report = ExitReport {
+        role: None,
         session: Some("r1".into()),
         exit_code: Some(0),
         reason: None,
@@ -842,6 +847,7 @@ fn run(t: &Task, op: &Op) -> Result<Change, Refusal> {
         ),
         Op::Exited(s, h, v) => {
             let report = ExitReport {
+                role: None,
                 session: s.map(|n| format!("s{n}")),
                 exit_code: Some(0),
                 reason: None,

@@ -629,6 +629,7 @@ pub fn react_stop(
 /// `ReportGone`: the report of a session whose end was not seen.
 pub fn gone_report(session: &str) -> ExitReport {
     ExitReport {
+        role: None,
         session: Some(session.to_owned()),
         exit_code: Some(UNKNOWN_EXIT),
         reason: None,

@@ -106,6 +106,7 @@ impl B {
     fn exit(self, session: Option<&str>, code: i32, a: Artifacts, s: i64) -> B {
         let t = self.0.clone();
         let report = ExitReport {
+            role: None,
             session: session.map(str::to_owned),
             exit_code: Some(code),
             reason: None,
@@ -549,6 +550,7 @@ fn every_end_counts_once() {
     let a = B(t.clone()).exit(None, 1, art(false, None), 2).0;
     assert_eq!(a.crash_count(), 1);
     let report = ExitReport {
+        role: None,
         session: Some("w1".into()),
         exit_code: Some(1),
         reason: None,
@@ -563,6 +565,7 @@ fn every_end_counts_once() {
     // A person's own agent, started by hand after ours ended, reports its end under its
     // harness's id: that end counts (before, it was taken for ours reported again).
     let by_hand = ExitReport {
+        role: None,
         session: Some("claude-5f0c".into()),
         exit_code: Some(0),
         reason: None,

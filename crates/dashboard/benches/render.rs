@@ -98,6 +98,7 @@ fn changes(now: Timestamp) -> Vec<Change> {
                 1 => {}
                 2 => {
                     let report = ExitReport {
+                        role: None,
                         session: None,
                         exit_code: Some(1),
                         reason: None,

@@ -123,6 +123,7 @@ impl Builder {
     fn exit(&mut self, i: &str, session: &str, doc: &str, s: i64) -> &mut Self {
         let t = self.get(i);
         let report = ExitReport {
+            role: None,
             session: Some(session.into()),
             exit_code: Some(1),
             reason: None,

@@ -1426,6 +1426,7 @@ impl World {
                     let r = self.pending[i].clone();
                     done_reports.insert(i);
                     let report = ExitReport {
+                        role: None,
                         session: r.session.clone(),
                         exit_code: Some(r.code),
                         reason: None,

@@ -208,6 +208,7 @@ impl Step<'_> {
                     );
                 }
                 let report = ExitReport {
+                    role: None,
                     session: Some(session.clone()),
                     exit_code: Some(code),
                     reason: pane.and_then(|p| p.why),

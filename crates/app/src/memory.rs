@@ -10,6 +10,13 @@ use crate::{App, Result};
 
 /// Parses a memory delta (JSON with the seven fields; unknown keys refused).
 pub fn delta_from_json(text: &str, shown: &str) -> Result<MemoryDelta> {
+    // An array is not a delta: serde maps one onto the fields by position
+    // (`[["g"], ["c"]]` set goals and constraints), and `[]` merged nothing but an event.
+    if !text.trim_start().starts_with('{') {
+        return Err(Failure::refused(format!(
+            "the memory delta in {shown} is not a JSON object; send a JSON object with goals, constraints, decisions, hypotheses, history, open_issues (lists of strings) and next_focus (a string)"
+        )));
+    }
     serde_json::from_str(text).map_err(|e| {
         Failure::refused(format!(
             "the memory delta in {shown} is not valid: {e}; send a JSON object with goals, constraints, decisions, hypotheses, history, open_issues (lists of strings) and next_focus (a string)"

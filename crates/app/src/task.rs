@@ -465,7 +465,12 @@ impl App {
             warden_runner::check::stop_noted_check(&note, grace);
         }
         let shown = self.task_file_shown(&req.id);
-        let fingerprint = format!("task update {} --status {}", req.id, req.to);
+        // The reason is part of the request: a replay under the key with another reason
+        // was "already applied", the new reason dropped without a word.
+        let fingerprint = match &req.reason {
+            Some(r) => format!("task update {} --status {} --reason {r:?}", req.id, req.to),
+            None => format!("task update {} --status {}", req.id, req.to),
+        };
         let respond = |ch: &Change| self.response_json(ch);
         let key = req.request_id.as_deref().map(|k| RequestKey {
             key: k,

@@ -27,6 +27,18 @@ fn memory_merges_from_a_file_and_stdin_with_caps() {
     );
     let o = ws.ok(&["memory", "show", "m"]);
     assert!(!text(&o.stdout).trim().is_empty());
+    // An array is no delta (serde mapped one onto the fields by position).
+    let before = ws.history();
+    for array in [r#"[["goal via array"], ["constraint"]]"#, "[]", " \n[1]"] {
+        let o = ws.run_stdin(&["memory", "merge", "m", "-"], array);
+        assert_eq!(code(&o), 1, "{}", describe(&["memory", "merge"], &o));
+        assert!(
+            text(&o.stderr).contains("the memory delta in stdin is not a JSON object"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    assert_eq!(ws.history(), before, "nothing stored");
 
     // Written by a Windows editor: a byte order mark first.
     let delta = ws.write(

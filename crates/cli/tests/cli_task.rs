@@ -1273,6 +1273,26 @@ fn request_ids_apply_once_and_refusals_do_not_use_them_up() {
             text(&o.stderr)
         );
     }
+    // Another reason is another request too (it was "already applied", the reason lost).
+    let o = ws.expect(
+        &[
+            "task",
+            "update",
+            "t",
+            "--status",
+            "working",
+            "--reason",
+            "second",
+            "--request-id",
+            "k1",
+        ],
+        2,
+    );
+    assert!(
+        text(&o.stderr).contains("request id \"k1\" was already used for another request"),
+        "{}",
+        text(&o.stderr)
+    );
     assert_eq!(ws.status("t"), "working");
     assert_eq!(ws.status("u0"), "pending");
     assert_eq!(ws.version("t"), v1);

@@ -405,7 +405,19 @@ impl App {
         if !children.is_empty() {
             return self.transition_group(req, &children);
         }
-        self.transition_leaf(req)
+        self.transition_leaf(req).map_err(|mut f| {
+            // A section asked for in a TASK.md that is not there: said, or the person
+            // looks for a section in a file that does not exist.
+            if f.refused
+                && f.message.contains("needs a non-empty")
+                && !self.ws().task_file(&req.id).exists()
+            {
+                f.message.push_str(
+                    "; that file does not exist (it was deleted): write it with the section (the task's next change writes its frontmatter again)",
+                );
+            }
+            f
+        })
     }
 
     /// A status change asked of a group. Its status comes from its tasks (DESIGN 6), so

@@ -1471,9 +1471,24 @@ fn a_deleted_task_file_is_recreated_by_the_next_write() {
     ws.to("m", "working");
     assert!(ws.task_md("m").is_file());
     assert_eq!(ws.frontmatter("m", "status").as_deref(), Some("working"));
-    // And without it, complete has no Handoff.
+    // And without it, complete has no Handoff, and says the file is not there.
     std::fs::remove_file(ws.task_md("m")).unwrap();
-    ws.expect(&["task", "complete", "m"], 1);
+    let o = ws.expect(&["task", "complete", "m"], 1);
+    assert!(
+        err_line(&o).ends_with(
+            "; that file does not exist (it was deleted): write it with the section (the task's next change writes its frontmatter again)"
+        ),
+        "{}",
+        err_line(&o)
+    );
+    // Written with the section alone, it is taken.
+    std::fs::write(ws.task_md("m"), "## Handoff\n\nDone: the parser.\n").unwrap();
+    ws.ok(&["task", "complete", "m"]);
+    assert_eq!(ws.status("m"), "agent-review");
+    assert_eq!(
+        ws.frontmatter("m", "status").as_deref(),
+        Some("agent-review")
+    );
 }
 
 /// A failed guard is stored with its request id (it is an outcome, not a refusal), so a

@@ -805,6 +805,19 @@ impl App {
         agent_value: String,
         true_value: String,
     ) -> Result<()> {
+        // The same refusal again, with nothing between: an agent retrying in a loop adds
+        // one record, not one per try (and moves its task's version once).
+        let last = self.eng.store.events(Some(own))?.pop();
+        if let Some(EventKind::TamperIgnored {
+            field: f,
+            agent_value: Some(a),
+            ..
+        }) = last.as_ref().map(|e| &e.kind)
+            && *f == field
+            && *a == agent_value
+        {
+            return Ok(());
+        }
         let shown = self.task_file_shown(own);
         self.eng.write_task(own, None, |t, _doc| {
             Ok(Decision::retryable(ops::record(

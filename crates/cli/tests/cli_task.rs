@@ -495,6 +495,18 @@ fn an_agent_session_may_change_only_its_own_task_as_its_role_says() {
     );
     let note = ws.events("tamper.ignored", Some("a")).pop().unwrap();
     assert_eq!(note["data"]["field"], "cli:warden task update", "{note}");
+    // The same refusal again at once (an agent retrying in a loop) adds no record, and
+    // moves no version: one record stands for the loop.
+    let (notes, version) = (
+        ws.events("tamper.ignored", Some("a")).len(),
+        ws.version("a"),
+    );
+    for _ in 0..3 {
+        let o = ws.run_env(&["task", "update", "--status", "reviewing"], &worker);
+        assert_eq!(code(&o), 1);
+    }
+    assert_eq!(ws.events("tamper.ignored", Some("a")).len(), notes);
+    assert_eq!(ws.version("a"), version);
     // Reads stay open, and the role's own moves work.
     for args in [
         &["status"][..],

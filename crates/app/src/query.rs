@@ -367,6 +367,9 @@ impl App {
             Some(text) => text,
             None => {
                 let log = self.ws().output_log(id);
+                // As `task log` and the console read it: a link planted in its place is
+                // not followed (peek printed /etc/passwd through one).
+                files::check_no_links(&self.ws().dir, &log)?;
                 if !log.exists() {
                     return Err(Failure::not_found(format!(
                         "no output for {id} yet; sessions write it once `warden run` starts them"

@@ -1141,6 +1141,20 @@ fn cancel_respawn_and_log() {
     let v = ws.json(&["task", "log", "c"]);
     assert_eq!(v["omitted_bytes"], 10);
     assert_eq!(v["output"].as_str().unwrap().len(), 1 << 20);
+    // A link planted in the log's place is followed by neither log nor peek (peek
+    // printed the file it named).
+    let secret = ws.root.join("secret.txt");
+    std::fs::write(&secret, "the secret\n").unwrap();
+    let log = ws.path(".warden/tasks/c/output.log");
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(&secret, &log).unwrap();
+    for verb in ["log", "peek"] {
+        let o = ws.run(&["task", verb, "c"]);
+        assert_ne!(code(&o), 0, "{verb}");
+        assert!(!text(&o.stdout).contains("the secret"), "{verb}");
+        assert!(err_line(&o).contains("link"), "{verb}: {}", err_line(&o));
+    }
+    std::fs::remove_file(&log).unwrap();
     ws.check_ok();
 }
 

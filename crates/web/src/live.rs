@@ -413,6 +413,7 @@ fn read_log(f: &mut Follow, display: &str) -> Result<Option<Output>, String> {
     let keep = last.len().saturating_sub(LAST_BYTES);
     last.drain(..keep);
     f.last = last;
+    let mut note = None;
     if reset {
         f.pending.clear();
         if start > 0 {
@@ -421,7 +422,16 @@ fn read_log(f: &mut Follow, display: &str) -> Result<Option<Output>, String> {
                 Some(nl) => {
                     bytes.drain(..=nl);
                 }
-                None => bytes.clear(),
+                None => {
+                    // One line longer than the tail (a program's JSON on one line): its
+                    // end, from a whole character, said so. It showed nothing.
+                    let partial = bytes.iter().take_while(|b| (**b & 0xC0) == 0x80).count();
+                    bytes.drain(..partial);
+                    note = Some(format!(
+                        "the last line is longer than {} KiB: only its end is shown ({display} holds it all)",
+                        TAIL_BYTES / 1024
+                    ));
+                }
             }
         }
     } else {
@@ -439,7 +449,7 @@ fn read_log(f: &mut Follow, display: &str) -> Result<Option<Output>, String> {
     Ok(Some(Output {
         reset,
         text: String::from_utf8_lossy(&bytes).into_owned(),
-        note: None,
+        note,
     }))
 }
 
@@ -459,6 +469,32 @@ mod tests {
             pending: Vec::new(),
             task_md_stamp: None,
         }
+    }
+
+    /// A last line longer than the tail is shown from a whole character, with a note.
+    /// Before, nothing was shown at all.
+    #[test]
+    fn a_line_longer_than_the_tail_shows_its_end() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("output.log");
+        let mut text = "first line\n".to_owned();
+        text.push_str(&"é".repeat(40_000));
+        std::fs::write(&log, &text).unwrap();
+        let mut f = follow(d.path());
+        let o = read_log(&mut f, "t").unwrap().unwrap();
+        assert!(o.reset);
+        assert!(
+            !o.text.is_empty() && o.text.chars().all(|c| c == 'é'),
+            "{}",
+            o.text.len()
+        );
+        assert!(
+            o.note
+                .as_deref()
+                .is_some_and(|n| n.contains("only its end is shown")),
+            "{:?}",
+            o.note
+        );
     }
 
     /// A log truncated and written again past where the stream was, or replaced, is

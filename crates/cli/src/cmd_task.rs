@@ -332,10 +332,9 @@ pub fn run(g: &Global, cmd: TaskCmd) -> Result<()> {
             let id = id_or_env(id)?;
             // Inside an agent session, the report is of that session's role (for its own
             // task): a worker's end after its hand-off is only recorded.
-            let role = std::env::var("WARDEN_ROLE")
-                .ok()
-                .filter(|_| std::env::var("WARDEN_TASK_ID").is_ok_and(|t| t == id.as_str()))
-                .and_then(|r| warden_core::model::Role::parse(&r));
+            let role = warden_app::scope::AgentSession::from_env()
+                .filter(|s| s.task.as_ref() == Some(&id))
+                .map(|s| s.role);
             exited(
                 g,
                 &app,

@@ -660,24 +660,14 @@ fn a_cancel_stops_a_running_guard_instead_of_waiting_for_it() {
         .unwrap();
     let note = ws.path(".warden/tasks/a/check.pid");
     let start = std::time::Instant::now();
-    // The shell's `>` makes the file before `echo` fills it.
-    let written = || {
-        std::fs::read_to_string(&pid_file)
-            .ok()?
-            .trim()
-            .parse::<i32>()
-            .ok()
-    };
-    let check_pid = loop {
-        if let (true, Some(pid)) = (note.exists(), written()) {
-            break pid;
-        }
+    let check_pid = crate::hostile::pid_written(&pid_file, "the guard");
+    while !note.exists() {
         assert!(
             start.elapsed() < std::time::Duration::from_secs(60),
-            "the guard never started"
+            "the guard was never noted"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    }
     // Any other command behind the guard says what holds it (it said "try again",
     // which fails for as long as the guard runs).
     let toml = ws.path(".warden/warden.toml");

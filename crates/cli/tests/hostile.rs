@@ -44,6 +44,25 @@ fn until_idle(mut c: Command) -> std::process::Output {
 
 /// Waits for a child with a deadline; a process that blocks (on a FIFO, say) fails the
 /// test instead of hanging it.
+/// The process id a child writes to `path` (`echo $$ > path`), once it is there whole:
+/// the shell's `>` makes the file before `echo` fills it.
+pub(crate) fn pid_written(path: &std::path::Path, what: &str) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let Ok(p) = std::fs::read_to_string(path)
+            && let Ok(p) = p.trim().parse::<u32>()
+        {
+            return p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what} never wrote {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 pub(crate) fn finish(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
     let start = Instant::now();
     loop {
@@ -578,19 +597,7 @@ fn a_run_stopped_by_a_signal_stops_its_checks() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let start = Instant::now();
-        let pid = loop {
-            if let Ok(p) = std::fs::read_to_string(&pid_file)
-                && let Ok(p) = p.trim().parse::<u32>()
-            {
-                break p;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "the check never ran"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let pid = pid_written(&pid_file, "the check");
         let sent = Command::new("kill")
             .args([&format!("-{sig}"), &run.id().to_string()])
             .status()
@@ -1373,19 +1380,7 @@ fn a_signal_that_ends_a_command_ends_the_checks_it_runs() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let start = Instant::now();
-        let pid = loop {
-            if let Ok(p) = std::fs::read_to_string(&pid_file)
-                && let Ok(p) = p.trim().parse::<u32>()
-            {
-                break p;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "the check never ran"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let pid = pid_written(&pid_file, "the check");
         let sent = Command::new("kill")
             .args([&format!("-{sig}"), &complete.id().to_string()])
             .status()

@@ -529,20 +529,12 @@ const CHECK_RUN_VAR: &str = "WARDEN_CHECK_RUN";
 /// what a check left running outside its process group. Bounded: a process that
 /// cleared its environment is out of reach, and a few rounds end it.
 fn kill_carrying(var: &str, value: &str) {
-    let mut needle = format!("{var}=").into_bytes();
-    needle.extend_from_slice(value.as_bytes());
+    let needle = format!("{var}={value}");
     let own = std::process::id();
     for _ in 0..5 {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return;
-        };
-        let carriers: Vec<u32> = dir
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        let carriers: Vec<u32> = all_pids()
             .filter(|&pid| pid != own)
-            .filter(|&pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_slice()))
-            })
+            .filter(|&pid| carries_all(pid, &[needle.as_bytes()]))
             .filter(|&pid| Proc::read(pid).is_some_and(|p| !p.zombie))
             .collect();
         if carriers.is_empty() {
@@ -672,22 +664,10 @@ pub fn session_groups(session: &str, root: &Path) -> Vec<u32> {
     let needle = format!("WARDEN_SESSION={session}");
     let mut dir_needle = b"WARDEN_DIR=".to_vec();
     dir_needle.extend_from_slice(root.as_os_str().as_encoded_bytes());
-    let carries = |pid: u32| {
-        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-            let (mut session, mut project) = (false, false);
-            for kv in env.split(|b| *b == 0) {
-                session |= kv == needle.as_bytes();
-                project |= kv == dir_needle.as_slice();
-            }
-            session && project
-        })
-    };
+    let needles = [needle.as_bytes(), dir_needle.as_slice()];
+    let carries = |pid: u32| carries_all(pid, &needles);
     let own = rustix::process::getpgrp().as_raw_nonzero().get() as u32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut groups: Vec<u32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    let mut groups: Vec<u32> = all_pids()
         .filter(|&pid| carries(pid))
         .filter_map(group_of)
         .filter(|&g| g != 0 && g != own)
@@ -696,6 +676,23 @@ pub fn session_groups(session: &str, root: &Path) -> Vec<u32> {
     groups.dedup();
     groups.retain(|&g| !leads_alive(g) || carries(g));
     groups
+}
+
+/// Every process id in `/proc` (none when it cannot be read).
+fn all_pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+}
+
+/// Does process `pid`'s environment hold every one of `entries` (`NAME=value`, whole)?
+fn carries_all(pid: u32, entries: &[&[u8]]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+        entries
+            .iter()
+            .all(|want| env.split(|b| *b == 0).any(|kv| kv == *want))
+    })
 }
 
 /// Stops what is left of session `session` of the project at `root` (see

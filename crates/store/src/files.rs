@@ -200,26 +200,30 @@ pub fn read_text_after(
 /// UTF-8 throughout: each invalid sequence is replaced by U+FFFD, and the offset of the
 /// first one is returned beside the text (`None` when it was valid).
 pub fn read_text_lossy(base: &Path, path: &Path) -> Result<(String, Option<usize>), FileError> {
-    match read_text(base, path) {
-        Ok(text) => Ok((text, None)),
-        Err(FileError::NotUtf8(shown, at)) => {
-            let (f, meta) = open_regular(base, path, false)?;
-            let mut bytes = Vec::with_capacity(meta.len().min(MAX_FILE_BYTES + 1) as usize);
-            f.take(MAX_FILE_BYTES + 1)
-                .read_to_end(&mut bytes)
-                .map_err(|e| io(path, e))?;
-            if bytes.len() as u64 > MAX_FILE_BYTES {
-                return Err(FileError::TooLarge(
-                    shown,
-                    bytes.len() as u64,
-                    MAX_FILE_BYTES,
-                ));
-            }
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            Ok((text, Some(at)))
-        }
-        Err(e) => Err(e),
+    let shown = path.display().to_string();
+    let (f, meta) = open_regular(base, path, false)?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(FileError::TooLarge(shown, meta.len(), MAX_FILE_BYTES));
     }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // A file that grew since it was measured is read no further than the limit.
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(path, e))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(FileError::TooLarge(
+            shown,
+            bytes.len() as u64,
+            MAX_FILE_BYTES,
+        ));
+    }
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(at))
+        }
+    })
 }
 
 /// Writes a cache file that readers may find missing (they redo its work): the old file

@@ -315,8 +315,14 @@ impl Step<'_> {
     /// pass does not start the check again first.
     fn await_cancel(&self, id: &TaskId) -> Result<(), EngineError> {
         let until = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < until && self.eng().get(id)?.status() == Status::Working {
-            std::thread::sleep(Duration::from_millis(20));
+        // Read before the status: a commit in between is seen by the wait.
+        let mut seen = self.eng().store.data_version()?;
+        while self.eng().get(id)?.status() == Status::Working {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            seen = self.eng().store.wait_for_change(seen, left)?;
         }
         Ok(())
     }

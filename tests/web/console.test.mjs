@@ -338,16 +338,25 @@ test('cancel asks first; retry and respawn act', async () => {
   await page.waitForSelector('#modal:not([hidden])');
   await page.click('#modal-no');
   assert(show(ws, 'ui-shell').status === 'agent-review', 'keeping it changes nothing');
+  // Every action names the version the page shows (a task that moved meanwhile is
+  // refused by the server as a conflict: crates/web/tests/http.rs).
+  const sentVersion = async (id, action, click) => {
+    const shown = show(ws, id).version;
+    const sent = page.waitForRequest((r) => r.url().endsWith(`/api/tasks/${id}/${action}`));
+    await click();
+    const body = JSON.parse((await sent).postData());
+    assert(body.version === shown, `${action} sent ${JSON.stringify(body)}, the page showed version ${shown}`);
+  };
   await page.click('#actions button[data-action="cancel"]');
-  await page.click('#modal-yes');
+  await sentVersion('ui-shell', 'cancel', () => page.click('#modal-yes'));
   assert((await toast(page)).includes('ui-shell: agent-review → cancelled'), 'cancelled');
   assert(show(ws, 'ui-shell').status === 'cancelled', 'the store says cancelled');
   await selectTask(page, 'api-users');
-  await page.click('#actions button[data-action="retry"]');
+  await sentVersion('api-users', 'retry', () => page.click('#actions button[data-action="retry"]'));
   assert((await toast(page)).includes('api-users: stuck → working'), 'retried');
   assert(show(ws, 'api-users').status === 'working', 'the store says working');
   await selectTask(page, 'reset');
-  await page.click('#actions button[data-action="respawn"]');
+  await sentVersion('reset', 'respawn', () => page.click('#actions button[data-action="respawn"]'));
   assert((await toast(page)).includes('respawn requested'), 'respawn requested');
   assert(show(ws, 'reset').respawn_requested === true, 'the store has the request');
   // One request stands until the session starts: the button is off, and says why.

@@ -4,7 +4,7 @@
 //! task's lock, so every front end (web console, dashboards, CLI) refuses the same way.
 
 use warden_core::failure::Failure;
-use warden_core::model::{Status, TaskId};
+use warden_core::model::{Status, Task, TaskId};
 use warden_store::Written;
 
 use crate::task::{Answer, Applied};
@@ -139,16 +139,7 @@ impl App {
         let shown = self.task_file_shown(id);
         let written = self.eng.write_task(id, None, |t, doc| {
             // Under the task's lock: nothing can change it between this look and the write.
-            if let Some(seen) = seen
-                && t.version() != seen
-            {
-                return Err(Failure::refused(format!(
-                    "{id} changed since you looked at it (version {seen}, now {}, {}); look at it again before it is {verb}",
-                    t.version(),
-                    t.status()
-                ))
-                .into());
-            }
+            unchanged_since(t, seen, verb)?;
             if t.status() != Status::Reviewing {
                 return Err(not_in_review(id, t.status(), verb).into());
             }
@@ -193,6 +184,24 @@ impl App {
                 "a review decision was answered from a request id it never used; this is a Warden bug",
             )),
         }
+    }
+}
+
+/// Refuses a person's action on a task that changed since the page or screen showed it
+/// (`seen`, the version shown): a conflict (exit 4, HTTP 409), nothing written. Called
+/// under the task's lock, so nothing changes it between this look and the write.
+pub(crate) fn unchanged_since(t: &Task, seen: Option<u64>, verb: &str) -> Result<()> {
+    match seen {
+        Some(seen) if t.version() != seen => Err(Failure::refusal(
+            warden_core::failure::ExitCode::Conflict,
+            format!(
+                "{} changed since you looked at it (version {seen}, now {}, {}); look at it again before it is {verb}",
+                t.id(),
+                t.version(),
+                t.status()
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -395,6 +395,12 @@ impl App {
     /// `task update --status`, `task complete`, `task cancel`: a validated transition,
     /// running what it needs (commit, guard, merge-ri) first.
     pub fn transition(&self, req: &Transition) -> Result<Answer> {
+        self.transition_seen(req, None)
+    }
+
+    /// [`App::transition`] of the task as a person saw it: with `seen` (the version a
+    /// page or screen showed), refused as a conflict when the task changed since.
+    pub fn transition_seen(&self, req: &Transition, seen: Option<u64>) -> Result<Answer> {
         if let Some(k) = &req.request_id {
             check_request_id(k)?;
         }
@@ -403,9 +409,11 @@ impl App {
         }
         let children = self.eng.store.child_ids(&req.id)?;
         if !children.is_empty() {
+            // A group's own row: looked at before anything inside it is touched.
+            crate::person::unchanged_since(&self.get(&req.id)?, seen, verb_of(req.to))?;
             return self.transition_group(req, &children);
         }
-        self.transition_leaf(req).map_err(|mut f| {
+        self.transition_leaf(req, seen).map_err(|mut f| {
             // A section asked for in a TASK.md that is not there: said, or the person
             // looks for a section in a file that does not exist.
             if f.refused
@@ -451,22 +459,25 @@ impl App {
             .filter(|h| groups.binary_search(&h.id).is_err())
             .filter(|h| !matches!(h.status, Status::Done | Status::Cancelled))
         {
-            self.transition_leaf(&Transition {
-                id: h.id.clone(),
-                to: Status::Cancelled,
-                reason: req.reason.clone(),
-                request_id: None,
-            })?
+            self.transition_leaf(
+                &Transition {
+                    id: h.id.clone(),
+                    to: Status::Cancelled,
+                    reason: req.reason.clone(),
+                    request_id: None,
+                },
+                None,
+            )?
             .into_result()?;
             cancelled.push(h.id.clone());
         }
-        let mut answer = self.transition_leaf(req)?;
+        let mut answer = self.transition_leaf(req, None)?;
         answer.cancelled_inside = cancelled;
         Ok(answer)
     }
 
     /// A status change of one task, as [`App::transition`] decided it is to be taken.
-    fn transition_leaf(&self, req: &Transition) -> Result<Answer> {
+    fn transition_leaf(&self, req: &Transition, seen: Option<u64>) -> Result<Answer> {
         if req.to == Status::Cancelled && self.eng.actor == warden_core::event::Actor::Person {
             // A person's cancel does not wait behind the task's lock for a check that
             // may run for an hour (the guard of a `task complete`, a direct task's
@@ -490,6 +501,7 @@ impl App {
             respond: &respond,
         });
         let written = self.eng.write_task(&req.id, key.as_ref(), |t, doc| {
+            crate::person::unchanged_since(t, seen, verb_of(req.to))?;
             self.decide_transition(t, doc, req.to, req.reason.clone(), &shown)
         })?;
         let answer = self.answer(written)?;
@@ -760,6 +772,11 @@ impl App {
 
     /// `task retry`: a person's decision to run a stuck task again (DESIGN 2.4).
     pub fn retry(&self, id: &TaskId, req: &RetryTask) -> Result<Answer> {
+        self.retry_seen(id, req, None)
+    }
+
+    /// [`App::retry`] of the task as a person saw it (see [`App::transition_seen`]).
+    pub fn retry_seen(&self, id: &TaskId, req: &RetryTask, seen: Option<u64>) -> Result<Answer> {
         self.refuse_group(id, OnGroup::Retry)?;
         let shown = self.task_file_shown(id);
         let core = RetryRequest {
@@ -769,6 +786,7 @@ impl App {
             clear_worktree: req.clear_worktree,
         };
         let written = self.eng.write_task(id, None, |t, _doc| {
+            crate::person::unchanged_since(t, seen, "retried")?;
             Ok(Decision::retryable(ops::retry(
                 t,
                 &core,
@@ -785,9 +803,15 @@ impl App {
     /// `task respawn` / `task spawn`: ask for a new session for a task whose session is
     /// dead; the running supervisor (or the next `warden run`) starts it.
     pub fn respawn(&self, id: &TaskId) -> Result<Answer> {
+        self.respawn_seen(id, None)
+    }
+
+    /// [`App::respawn`] of the task as a person saw it (see [`App::transition_seen`]).
+    pub fn respawn_seen(&self, id: &TaskId, seen: Option<u64>) -> Result<Answer> {
         self.refuse_group(id, OnGroup::Respawn)?;
         let shown = self.task_file_shown(id);
         let written = self.eng.write_task(id, None, |t, _doc| {
+            crate::person::unchanged_since(t, seen, "respawned")?;
             Ok(Decision::retryable(ops::request_respawn(
                 t,
                 &self.ctx(&shown),
@@ -889,5 +913,14 @@ impl App {
     fn response_json(&self, change: &Change) -> std::result::Result<String, EngineError> {
         let r = self.response_of(change).map_err(EngineError::from)?;
         serde_json::to_string(&r).map_err(|e| Failure::internal(e.to_string()).into())
+    }
+}
+
+/// The past participle a stale-version refusal ends with ("… before it is cancelled").
+fn verb_of(to: Status) -> &'static str {
+    match to {
+        Status::Cancelled => "cancelled",
+        Status::Done => "approved",
+        _ => "moved",
     }
 }

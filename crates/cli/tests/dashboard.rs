@@ -221,6 +221,22 @@ fn dashboard_in_a_real_tmux() {
     tmux.wait_for("gamma in review again", Duration::from_secs(5), |s| {
         row(s, "gamma").is_some_and(|r| r.contains("reviewing"))
     });
+    // A round reviewed while the question waits is not approved unseen: the answer
+    // is of the task the screen showed when `a` was pressed.
+    tmux.ok(&["send-keys", "-t", "dash", "a"]);
+    tmux.wait_for("the approve question", Duration::from_secs(5), |s| {
+        s.contains("Approve gamma? It becomes done")
+    });
+    ok(&ws, &["task", "reject", "gamma", "--reason", "one more thing"]);
+    ws.add_section("gamma", "Handoff", "One more thing done.");
+    ws.to("gamma", "agent-review");
+    ws.review("gamma", "PASS");
+    ws.to("gamma", "reviewing");
+    tmux.ok(&["send-keys", "-t", "dash", "y"]);
+    tmux.wait_for("the stale approve refused", Duration::from_secs(5), |s| {
+        s.contains("gamma changed since you looked at it")
+    });
+    assert_eq!(ws.status("gamma"), "reviewing");
     tmux.ok(&["send-keys", "-t", "dash", "a"]);
     tmux.wait_for("the approve question", Duration::from_secs(5), |s| {
         s.contains("Approve gamma? It becomes done")

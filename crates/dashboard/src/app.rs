@@ -76,8 +76,8 @@ pub enum Mode {
     Confirm(Command),
     /// Typing the reason of a rejection of this task.
     Reason {
-        /// The task in review.
-        id: TaskId,
+        /// The task in review, as the screen showed it.
+        id: Seen,
         /// The reason so far.
         text: String,
     },
@@ -87,21 +87,48 @@ pub enum Mode {
     Detail,
 }
 
+/// A task as the screen showed it when its key was pressed: the action is refused (a
+/// conflict) when the task changed before the answer (another review round, someone
+/// else's retry), instead of acting on a task the person did not see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// The task.
+    pub id: TaskId,
+    /// Its version on the screen.
+    pub version: u64,
+}
+
+impl Seen {
+    /// `t` as it is shown now.
+    pub fn of(t: &Task) -> Seen {
+        Seen {
+            id: t.id().clone(),
+            version: t.version(),
+        }
+    }
+}
+
+impl std::fmt::Display for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.id.fmt(f)
+    }
+}
+
 /// An action for the terminal loop to carry out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// Leave the dashboard.
     Quit,
     /// `task respawn ID` (confirmed).
-    Respawn(TaskId),
+    Respawn(Seen),
     /// `task retry ID` with no changes (confirmed).
-    Retry(TaskId),
+    Retry(Seen),
     /// `task cancel ID` (confirmed).
-    Cancel(TaskId),
+    Cancel(Seen),
     /// `task approve ID` (confirmed).
-    Approve(TaskId),
+    Approve(Seen),
     /// `task reject ID --reason TEXT`.
-    Reject(TaskId, String),
+    Reject(Seen, String),
 }
 
 impl Command {
@@ -355,7 +382,8 @@ impl App {
     }
 
     fn on_normal_key(&mut self, key: KeyEvent) -> Option<Command> {
-        let id = self.selected_id().cloned();
+        let seen = self.selected_task().map(Seen::of);
+        let id = seen.as_ref().map(|s| &s.id);
         match key.code {
             KeyCode::Char('q') => return Some(Command::Quit),
             KeyCode::Esc if !self.filter.is_empty() => self.set_filter(String::new()),
@@ -374,14 +402,14 @@ impl App {
             }
             KeyCode::Enter if id.is_some() => self.mode = Mode::Detail,
             KeyCode::Char('p') if id.is_some() => self.mode = Mode::Peek,
-            KeyCode::Char('s') => self.ask(id.map(Command::Respawn)),
-            KeyCode::Char('r') => self.ask(id.map(Command::Retry)),
-            KeyCode::Char('c') => self.ask(id.map(Command::Cancel)),
+            KeyCode::Char('s') => self.ask(seen.map(Command::Respawn)),
+            KeyCode::Char('r') => self.ask(seen.map(Command::Retry)),
+            KeyCode::Char('c') => self.ask(seen.map(Command::Cancel)),
             KeyCode::Char('a') if self.in_review("approved") => {
-                self.ask(id.map(Command::Approve));
+                self.ask(seen.map(Command::Approve));
             }
             KeyCode::Char('x') => {
-                if let Some(id) = id
+                if let Some(id) = seen
                     && self.in_review("rejected")
                 {
                     self.message = None;

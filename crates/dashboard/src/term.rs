@@ -17,7 +17,7 @@ use warden_core::model::{Status, TaskId};
 use warden_store::Workspace;
 
 use crate::DashboardError;
-use crate::app::{App, Command, Message};
+use crate::app::{self, App, Command, Message};
 use crate::load;
 use crate::view::render;
 
@@ -222,12 +222,12 @@ pub fn execute_command(engine: &Project, app: &mut App, cmd: Command) {
         Command::Respawn(id) => respawn(engine, id),
         Command::Retry(id) => retry(engine, id),
         Command::Cancel(id) => cancel(engine, id),
-        Command::Approve(id) => engine
-            .approve(id)
+        Command::Approve(seen) => engine
+            .approve_seen(&seen.id, Some(seen.version))
             .and_then(|a| a.into_result())
             .map(|a| one_line(&a.summary())),
-        Command::Reject(id, reason) => engine
-            .reject(id, reason)
+        Command::Reject(seen, reason) => engine
+            .reject_seen(&seen.id, reason, Some(seen.version))
             .and_then(|a| a.into_result())
             .map(|a| one_line(&a.summary())),
     };
@@ -237,23 +237,27 @@ pub fn execute_command(engine: &Project, app: &mut App, cmd: Command) {
     });
 }
 
-/// `task respawn ID`.
-pub fn respawn(engine: &Project, id: &TaskId) -> Result<String, Failure> {
-    engine.respawn(id)?;
+/// `task respawn ID`, of the task as the screen showed it.
+pub fn respawn(engine: &Project, seen: &app::Seen) -> Result<String, Failure> {
+    let id = &seen.id;
+    engine.respawn_seen(id, Some(seen.version))?;
     Ok(format!(
         "{id}: respawn requested; the running supervisor (or the next `warden run`) starts a new session"
     ))
 }
 
 /// `task retry ID` with no changes.
-pub fn retry(engine: &Project, id: &TaskId) -> Result<String, Failure> {
-    let answer = engine.retry(id, &RetryTask::default())?;
+pub fn retry(engine: &Project, seen: &app::Seen) -> Result<String, Failure> {
+    let answer = engine.retry_seen(&seen.id, &RetryTask::default(), Some(seen.version))?;
     Ok(one_line(&answer.summary()))
 }
 
 /// `task cancel ID`.
-pub fn cancel(engine: &Project, id: &TaskId) -> Result<String, Failure> {
-    let answer = engine.transition(&Transition::to(id.clone(), Status::Cancelled))?;
+pub fn cancel(engine: &Project, seen: &app::Seen) -> Result<String, Failure> {
+    let answer = engine.transition_seen(
+        &Transition::to(seen.id.clone(), Status::Cancelled),
+        Some(seen.version),
+    )?;
     Ok(one_line(&answer.into_result()?.summary()))
 }
 

@@ -15,7 +15,7 @@ use warden_core::model::{
 };
 use warden_core::ops::{self, Change, Ctx, Initial, TransitionInput};
 
-use crate::app::{App, Command, Detail, Mode, SectionInfo};
+use crate::app::{App, Command, Detail, Mode, SectionInfo, Seen};
 use crate::load;
 use crate::view::{age, render};
 
@@ -489,6 +489,17 @@ fn keys() {
             "keys {keys:?}"
         );
     }
+    // Each check starts from the same tasks: a command carries the task as shown.
+    let shown = app_of(&mixed());
+    let seen = |name: &str| {
+        Seen::of(
+            shown
+                .tasks()
+                .iter()
+                .find(|t| t.id().as_str() == name)
+                .unwrap(),
+        )
+    };
     let down = key(KeyCode::Down);
     let up = key(KeyCode::Up);
     check(&[], "backend", "normal", None);
@@ -535,7 +546,7 @@ fn keys() {
         &[ch('j'), ch('j'), ch('s'), ch('y')],
         "db",
         "normal",
-        Some(Command::Respawn(id("db"))),
+        Some(Command::Respawn(seen("db"))),
     );
     check(&[ch('j'), ch('j'), ch('s'), ch('n')], "db", "normal", None);
     check(&[ch('G'), ch('k'), ch('r')], "lint", "confirm", None);
@@ -543,7 +554,7 @@ fn keys() {
         &[ch('G'), ch('k'), ch('r'), ch('y')],
         "lint",
         "normal",
-        Some(Command::Retry(id("lint"))),
+        Some(Command::Retry(seen("lint"))),
     );
     // Approve and reject only offer themselves for a task in review.
     check(&[ch('j'), ch('a')], "api", "normal", None);
@@ -553,7 +564,7 @@ fn keys() {
         &[ch('j'), ch('c'), ch('y')],
         "api",
         "normal",
-        Some(Command::Cancel(id("api"))),
+        Some(Command::Cancel(seen("api"))),
     );
     check(&[ch('j'), ch('c'), ch('n')], "api", "normal", None);
     check(&[ch('j'), ch('c'), ch('q')], "api", "normal", None);
@@ -677,6 +688,8 @@ fn approve_and_reject_keys() {
         .to("api", Status::AgentReview, HANDOFF, 20)
         .to("api", Status::Reviewing, PASS, 30);
     let mut app = app_of(&b);
+    let api = Seen::of(app.selected_task().unwrap());
+    assert_eq!(api.id, id("api"));
     let (sections, _) = load::sections_of(PASS);
     app.set_detail(Detail {
         id: Some(id("api")),
@@ -693,7 +706,7 @@ fn approve_and_reject_keys() {
         screen.contains("Approve api? It becomes done and its branch is merged into the base. y/n"),
         "{screen}"
     );
-    assert_eq!(app.on_key(ch('y')), Some(Command::Approve(id("api"))));
+    assert_eq!(app.on_key(ch('y')), Some(Command::Approve(api.clone())));
     assert_eq!(app.on_key(ch('a')), None);
     assert_eq!(app.on_key(ch('n')), None);
     assert!(draw(&app, 100, 30).contains("api: not approved"));
@@ -711,7 +724,7 @@ fn approve_and_reject_keys() {
     assert!(draw(&app, 120, 30).contains("Add test▏"));
     assert_eq!(
         app.on_key(key(KeyCode::Enter)),
-        Some(Command::Reject(id("api"), "Add test".into()))
+        Some(Command::Reject(api.clone(), "Add test".into()))
     );
     assert_eq!(*app.mode(), Mode::Normal);
     app.on_key(ch('x'));

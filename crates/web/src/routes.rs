@@ -147,8 +147,8 @@ fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
 #[serde(deny_unknown_fields)]
 struct ActionBody {
     reason: Option<String>,
-    /// The task's version the page showed: an approve or reject of a task that changed
-    /// since is refused.
+    /// The task's version the page showed: an action on a task that changed since is
+    /// refused as a conflict (409), nothing written.
     version: Option<u64>,
 }
 
@@ -194,19 +194,22 @@ async fn act(
                 "reject" => {
                     app.reject_seen(&id, body.reason.as_deref().unwrap_or(""), body.version)?
                 }
-                "retry" => app.retry(&id, &RetryTask::default())?,
-                "respawn" => app.respawn(&id)?,
-                "cancel" => app.transition(&Transition {
-                    id: id.clone(),
-                    to: Status::Cancelled,
-                    reason: Some(match body.reason.as_deref().map(str::trim) {
-                        Some(r) if !r.is_empty() => {
-                            format!("cancelled by a person in the web console: {r}")
-                        }
-                        _ => "cancelled by a person in the web console".into(),
-                    }),
-                    request_id: None,
-                })?,
+                "retry" => app.retry_seen(&id, &RetryTask::default(), body.version)?,
+                "respawn" => app.respawn_seen(&id, body.version)?,
+                "cancel" => app.transition_seen(
+                    &Transition {
+                        id: id.clone(),
+                        to: Status::Cancelled,
+                        reason: Some(match body.reason.as_deref().map(str::trim) {
+                            Some(r) if !r.is_empty() => {
+                                format!("cancelled by a person in the web console: {r}")
+                            }
+                            _ => "cancelled by a person in the web console".into(),
+                        }),
+                        request_id: None,
+                    },
+                    body.version,
+                )?,
                 other => {
                     return Err(Failure::not_found(format!(
                         "no action {other:?}; the console offers approve, reject, retry, respawn and cancel"

@@ -192,7 +192,9 @@ impl Policy {
         if let Some(v) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            && let Some(t) = v.strip_prefix("Bearer ")
+            && let Some((scheme, t)) = v.trim_start().split_once(' ')
+            // The scheme is case-insensitive (RFC 9110 11.1): `bearer` is `Bearer`.
+            && scheme.eq_ignore_ascii_case("bearer")
         {
             return Some(t.trim().to_owned());
         }

@@ -370,6 +370,17 @@ fn a_token_is_required_on_every_request_when_set() {
         200
     );
     assert_eq!(f.get("/", &[("Authorization", "Bearer wrong")]).status, 401);
+    // The scheme is case-insensitive; another scheme with the token is not a bearer's.
+    for scheme in ["bearer", "BEARER"] {
+        let auth = format!("{scheme} {token}");
+        assert_eq!(
+            f.get("/api/tasks/a", &[("Authorization", &auth)]).status,
+            200,
+            "{scheme}"
+        );
+    }
+    let basic = format!("Basic {token}");
+    assert_eq!(f.get("/api/tasks/a", &[("Authorization", &basic)]).status, 401);
     // The printed URL sets the cookie and drops the token from the address.
     let r = f.get(&format!("/?token={token}"), &[]);
     assert_eq!(r.status, 303);
@@ -534,7 +545,8 @@ fn an_approve_is_of_the_round_the_person_saw() {
             format!(r#"{{"version": {seen}}}"#)
         };
         let r = f.act("rev", action, &body);
-        assert_eq!(r.status, 422, "{}", r.body);
+        assert_eq!(r.status, 409, "{}", r.body);
+        assert_eq!(r.error(), (4, true), "a conflict, as a stale version is");
         assert_eq!(
             r.json()["error"]["message"],
             format!(
@@ -546,6 +558,44 @@ fn an_approve_is_of_the_round_the_person_saw() {
     let r = f.act("rev", "approve", &format!(r#"{{"version": {now}}}"#));
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(f.status("rev"), Status::Done);
+}
+
+/// Cancel, retry and respawn carry the version the page showed too: a task that moved
+/// meanwhile is refused as a conflict (409, exit code 4), nothing written; the version
+/// shown now goes through. A body without a version acts on the task as it is.
+#[test]
+fn every_action_is_of_the_task_the_person_saw() {
+    let f = Fixture::new(|_| {});
+    let version = |id: &str| {
+        f.get(&format!("/api/tasks/{id}"), &[]).json()["task"]["version"]
+            .as_u64()
+            .unwrap()
+    };
+    let seen = version("a");
+    f.app
+        .transition(&Transition::to(TaskId::new("a").unwrap(), Status::Working))
+        .unwrap();
+    let now = version("a");
+    for (action, verb) in [
+        ("cancel", "cancelled"),
+        ("retry", "retried"),
+        ("respawn", "respawned"),
+    ] {
+        let r = f.act("a", action, &format!(r#"{{"version": {seen}}}"#));
+        assert_eq!(r.status, 409, "{action}: {}", r.body);
+        assert_eq!(r.error(), (4, true));
+        assert_eq!(
+            r.json()["error"]["message"],
+            format!(
+                "a changed since you looked at it (version {seen}, now {now}, working); look at it again before it is {verb}"
+            )
+        );
+        assert_eq!(f.status("a"), Status::Working, "{action}: nothing written");
+        assert_eq!(version("a"), now, "{action}: nothing written");
+    }
+    let r = f.act("a", "cancel", &format!(r#"{{"version": {now}}}"#));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(f.status("a"), Status::Cancelled);
 }
 
 #[test]

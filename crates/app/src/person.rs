@@ -178,6 +178,7 @@ impl App {
                     applied: Applied::Now(change),
                     failure: None,
                     cancelled_inside: Vec::new(),
+                    group_was: None,
                 })
             }
             Written::Replayed(_) => Err(Failure::internal(

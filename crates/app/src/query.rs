@@ -299,6 +299,18 @@ impl App {
     /// The prompt for a task's current status and role.
     pub fn prompt(&self, id: &TaskId) -> Result<PromptView> {
         let t = self.get(id)?;
+        // A group's own row keeps the status it was created with; no agent works on a
+        // group, so "g is pending" named a status no view shows.
+        let children = self.eng.store.child_ids(id)?;
+        if !children.is_empty() {
+            let shown: Vec<&str> = children.iter().take(5).map(TaskId::as_str).collect();
+            let more = if children.len() > 5 { ", …" } else { "" };
+            return Err(Failure::refused(format!(
+                "{id} is a group: agents work on the tasks in it ({}{more}), and each has its own prompt: `warden prompt {}`",
+                shown.join(", "),
+                children[0]
+            )));
+        }
         let text = self.eng.prompt(&t, None)?;
         Ok(PromptView {
             id: id.clone(),

@@ -141,6 +141,9 @@ pub struct Answer {
     pub failure: Option<Failure>,
     /// A group's cancel: the tasks inside it it cancelled first.
     pub cancelled_inside: Vec<TaskId>,
+    /// A group's cancel: the status its tasks gave it before (what every view showed;
+    /// its own row's stored status is not shown anywhere).
+    pub group_was: Option<Status>,
 }
 
 impl Answer {
@@ -164,8 +167,9 @@ impl Answer {
         let (Some(b), Some(a)) = (&change.before, &change.after) else {
             return String::new();
         };
-        let mut line = if b.status() != a.status() {
-            format!("{}: {} → {}", a.id(), b.status(), a.status())
+        let before = self.group_was.unwrap_or(b.status());
+        let mut line = if before != a.status() {
+            format!("{}: {} → {}", a.id(), before, a.status())
         } else {
             format!("{}: {}", a.id(), a.status())
         };
@@ -445,7 +449,8 @@ impl App {
         }
         // A group whose tasks are all done is done: there is nothing left to stop, and a
         // cancel would turn finished work into a cancelled group in every view.
-        if self.groups()?.derived.get(id).map(|d| d.0) == Some(Status::Done) {
+        let was = self.groups()?.derived.get(id).map(|d| d.0);
+        if was == Some(Status::Done) {
             return Err(Failure::refused(format!(
                 "{id} is done: every task in it is done, so there is nothing to cancel"
             )));
@@ -473,6 +478,7 @@ impl App {
         }
         let mut answer = self.transition_leaf(req, None)?;
         answer.cancelled_inside = cancelled;
+        answer.group_was = was;
         Ok(answer)
     }
 
@@ -864,6 +870,7 @@ impl App {
                 failure: outcome_failure(&change),
                 applied: Applied::Now(change),
                 cancelled_inside: Vec::new(),
+                group_was: None,
             },
             Written::Replayed(text) => {
                 let response: TaskResponse = serde_json::from_str(&text).map_err(|e| {
@@ -874,6 +881,7 @@ impl App {
                 Answer {
                     failure: response.error.clone(),
                     cancelled_inside: response.cancelled_inside.clone(),
+                    group_was: None,
                     applied: Applied::Replayed(Box::new(response)),
                 }
             }

@@ -1929,6 +1929,24 @@ fn a_groups_cancel_cancels_what_is_inside_it_and_nothing_under_it_runs() {
         "{}",
         err_line(&o)
     );
+    // A group under way is working in every view: its prompt and its cancel name no
+    // other status (its own row was created pending and stays so until the cancel).
+    ws.create("g2", &[]);
+    ws.create("w2", &["--parent", "g2", "--agent", "do it"]);
+    ws.to("w2", "working");
+    assert_eq!(ws.show("g2")["status"], "working");
+    let o = ws.expect(&["prompt", "g2"], 1);
+    assert_eq!(
+        err_line(&o),
+        "refused: g2 is a group: agents work on the tasks in it (w2), and each has its own prompt: `warden prompt w2`"
+    );
+    let o = ws.ok(&["task", "cancel", "g2"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.lines().next(),
+        Some("g2: working → cancelled"),
+        "{out}"
+    );
     ws.check_ok();
 }
 

@@ -227,7 +227,10 @@ fn dashboard_in_a_real_tmux() {
     tmux.wait_for("the approve question", Duration::from_secs(5), |s| {
         s.contains("Approve gamma? It becomes done")
     });
-    ok(&ws, &["task", "reject", "gamma", "--reason", "one more thing"]);
+    ok(
+        &ws,
+        &["task", "reject", "gamma", "--reason", "one more thing"],
+    );
     ws.add_section("gamma", "Handoff", "One more thing done.");
     ws.to("gamma", "agent-review");
     ws.review("gamma", "PASS");

@@ -380,7 +380,10 @@ fn a_token_is_required_on_every_request_when_set() {
         );
     }
     let basic = format!("Basic {token}");
-    assert_eq!(f.get("/api/tasks/a", &[("Authorization", &basic)]).status, 401);
+    assert_eq!(
+        f.get("/api/tasks/a", &[("Authorization", &basic)]).status,
+        401
+    );
     // The printed URL sets the cookie and drops the token from the address.
     let r = f.get(&format!("/?token={token}"), &[]);
     assert_eq!(r.status, 303);

@@ -767,6 +767,60 @@ fn review_gates_follow_the_verdict_and_the_round() {
     ws.check_ok();
 }
 
+/// A person's retry of a task its reviews made stuck gives it `max_review_rounds` again:
+/// before, the rounds before the retry still counted, so the first FAIL after it made
+/// the task stuck again, and every view said "round 3 of 2". The retry's plan says the
+/// worker runs again (the work, and its commit at the hand-off).
+#[test]
+fn a_retry_after_failed_reviews_gives_the_rounds_again() {
+    let ws = Workspace::new("review-retry");
+    ws.create("r", &[]);
+    ws.to("r", "working");
+    for round in 1..=2 {
+        ws.handoff("r");
+        ws.ok(&["task", "complete", "r"]);
+        ws.review("r", &format!("FAIL: round {round}"));
+        if round == 1 {
+            ws.to("r", "working");
+        }
+    }
+    ws.to("r", "stuck");
+    let o = ws.ok(&["task", "retry", "r"]);
+    let out = text(&o.stdout);
+    assert!(out.contains("runs again: merge-fi, prechecks, work, commit"), "{out}");
+    let v = ws.show("r");
+    assert_eq!(v["status"], "working");
+    assert_eq!(v["review_round"], 0);
+    // The worker fixes what the last review found, in the first round of the new two.
+    let prompt = ws.json(&["prompt", "r"]);
+    assert_eq!(prompt["kind"], "worker-respawn");
+    assert!(
+        prompt["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("Review round: 0 of 2"),
+        "{prompt}"
+    );
+    ws.handoff("r");
+    ws.ok(&["task", "complete", "r"]);
+    assert_eq!(ws.show("r")["review_round"], 1);
+    ws.review("r", "FAIL: round 1 after the retry");
+    // Round 1 of 2: back to the worker, not stuck.
+    ws.to("r", "working");
+    ws.handoff("r");
+    ws.ok(&["task", "complete", "r"]);
+    ws.review("r", "FAIL: round 2 after the retry");
+    let o = ws.expect(&["task", "update", "r", "--status", "working"], 1);
+    assert!(
+        err_line(&o).contains("review round 2 of 2 failed"),
+        "{}",
+        err_line(&o)
+    );
+    ws.to("r", "stuck");
+    assert_eq!(ws.show("r")["review_round"], 2);
+    ws.check_ok();
+}
+
 // ---------------------------------------------------------------------------------------
 // postchecks as the guard
 // ---------------------------------------------------------------------------------------

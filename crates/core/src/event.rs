@@ -304,6 +304,12 @@ pub enum EventKind {
         resume_from_phase: Phase,
         /// Phases whose heal budget is reset.
         heal_reset: Vec<Phase>,
+        /// The task gets `max_review_rounds` again: the rounds before count no more (a
+        /// task stuck on failed reviews and retried was stuck again at its first FAIL,
+        /// "round 3 of 2"). Absent in events written before it: those replay as they
+        /// were stored.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        review_reset: bool,
     },
     /// `respawn.requested`: a person asked for a new session.
     RespawnRequested,
@@ -732,8 +738,12 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
             clear_worktree,
             resume_from_phase,
             heal_reset,
+            review_reset,
         } => {
             t.spec.spec.work = work.apply(&t.spec.spec.work);
+            if *review_reset {
+                r.review_base = r.review_round;
+            }
             t.spec.spec.prechecks = prechecks.apply(&t.spec.spec.prechecks);
             t.spec.spec.postchecks = postchecks.apply(&t.spec.spec.postchecks);
             r.attempts = 0;

@@ -606,6 +606,10 @@ pub struct RunnerState {
     pub(crate) crash_count: u32,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) review_round: u32,
+    /// `review_round` when a person last retried the task: the rounds it has left are
+    /// counted from there.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) review_base: u32,
     #[serde(default, skip_serializing_if = "Phases::all_pending")]
     pub(crate) phases: Phases,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -690,6 +694,7 @@ impl RunnerState {
             attempts,
             crash_count: 0,
             review_round: 0,
+            review_base: 0,
             phases: Phases::default(),
             resume_from_phase: None,
             auto_heal: Vec::new(),
@@ -786,9 +791,15 @@ impl Task {
     pub fn refused_handoff(&self, e: &crate::artifact::Evidence) -> bool {
         self.runner.refused.as_ref().is_some_and(|r| r.is(e))
     }
-    /// Entries into `agent-review` so far.
+    /// Entries into `agent-review` since a person last retried the task (all of them
+    /// when never retried): the round `max_review_rounds` is counted against.
     pub fn review_round(&self) -> u32 {
-        self.runner.review_round
+        self.runner.review_round - self.runner.review_base
+    }
+    /// Has any review of this task been done (before a retry too)? A worker after one
+    /// is fixing what it found.
+    pub fn was_reviewed(&self) -> bool {
+        self.runner.review_round > 0
     }
     /// Phase statuses.
     pub fn phases(&self) -> &Phases {

@@ -1031,6 +1031,7 @@ pub fn retry(task: &Task, req: &RetryRequest, ctx: &Ctx<'_>) -> Result<Change, R
             clear_worktree: req.clear_worktree,
             resume_from_phase: plan.resume_from_phase,
             heal_reset: plan.heal_reset.clone(),
+            review_reset: true,
         },
         EventKind::StatusChanged {
             from: Status::Stuck,

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::event::SpecChange;
-use crate::model::{Phase, PhaseStatus, Status, Task, WorkSpec};
+use crate::model::{Phase, PhaseStatus, Status, Task, WorkSpec, WorkflowKind};
 
 /// What a person asks for (`warden task retry`, MCP `task_retry`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -87,6 +87,15 @@ pub fn plan(task: &Task, req: &RetryRequest) -> Result<RetryPlan, RetryError> {
         let candidates = failed.into_iter().chain(changed.iter().copied());
         // A task stuck without a failed phase (crashes, failed reviews) resumes at work.
         let wanted = candidates.min().unwrap_or(Phase::Work);
+        // In the review workflow the agent session is the work, and a retried task is
+        // `working`: its worker starts again whatever the failed phase, and commits
+        // when it hands off. The plan says so (it said "kept: work, commit" while a new
+        // worker ran).
+        let wanted = if task.spec.workflow == WorkflowKind::Review {
+            wanted.min(Phase::Work)
+        } else {
+            wanted
+        };
         let unfinished = phases
             .iter()
             .find(|(_, s)| !matches!(s, PhaseStatus::Success | PhaseStatus::Skipped))
@@ -161,6 +170,30 @@ mod tests {
         [Success, Success, Success, Failed, Pending, Pending];
     const FAILED_AT_PRECHECKS: [PhaseStatus; 6] =
         [Success, Failed, Pending, Pending, Pending, Pending];
+
+    /// In the review workflow a retried task's worker starts again, so its plan runs the
+    /// work again even when the failure came later; a direct task resumes where it
+    /// failed.
+    #[test]
+    fn a_review_tasks_retry_runs_its_worker_again() {
+        let keep = || SpecChange::Keep;
+        let mut review = stuck(FAILED_AT_POSTCHECKS, false, true);
+        review.spec.workflow = WorkflowKind::Review;
+        review.spec.spec.work = None;
+        check(
+            &review,
+            req(false, keep(), SpecChange::Remove, false),
+            Phase::Work,
+        );
+        let p = plan(&review, &req(false, keep(), keep(), false)).unwrap();
+        assert_eq!(p.kept, vec![Phase::MergeFi, Phase::Prechecks]);
+        let direct = stuck(FAILED_AT_POSTCHECKS, false, true);
+        check(
+            &direct,
+            req(false, keep(), SpecChange::Remove, false),
+            Phase::Postchecks,
+        );
+    }
 
     /// Seed 004's retry scenario table, under DESIGN 2.4's earliest-phase rule.
     #[test]

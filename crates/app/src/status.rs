@@ -391,6 +391,10 @@ fn running_of(t: &Task, check_note: &Path) -> Option<Running> {
         }
     });
     let session = t.live_session().map(str::to_owned).filter(|_| !t.is_dead());
+    // The work phase is a session: without one nothing runs (a worker that asked a
+    // question and was answered waits for the supervisor to start it again; the phase
+    // stays `running` in the record until then).
+    let phase = phase.filter(|p| *p != Phase::Work || session.is_some());
     let finishing: Vec<String> = t
         .open_sessions()
         .filter(|r| Some(r.id.as_str()) != t.live_session())

@@ -15,6 +15,7 @@
 //! | `crash-once`  | first session exits 1 with nothing; then `good` | `PASS` |
 //! | `fail-once`   | `good`                                   | FAIL in round 1, then PASS |
 //! | `fail-always` | `good`                                   | FAIL every round    |
+//! | `ask-once`    | first session asks a question (`## Questions`, `clarification`); then `good` | `PASS` |
 //! | `no-artifact` | exits 0 without writing anything         | exits 0             |
 //! | `hang`        | sleeps until killed                      | sleeps              |
 //! | `linger`      | `good`, then edits `late.txt` 2 s later and exits | `PASS`     |
@@ -140,6 +141,11 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
         ("worker", "crash-once") if bump(&task_file, "worker") == 1 => {
             eprintln!("agent-sim: crashing on purpose");
             std::process::exit(1);
+        }
+        ("worker", "ask-once") if bump(&task_file, "ask") == 1 => {
+            append(&task_file, "\n## Questions\nWhich colour should it be?\n")?;
+            let code = warden(&["task", "update", &id, "--status", "clarification"])?;
+            std::process::exit(code);
         }
         ("worker", s) if s.starts_with("gsd") => gsd_worker(&id, &task_file, &prompt, s),
         ("worker", s) => {

@@ -326,6 +326,34 @@ fn a_failed_review_clears_passes() {
     p.check();
 }
 
+/// A worker that asked a question ended "after its hand-off" in the history, and once
+/// a person answered (clarification → working) `status` listed the task as running its
+/// work phase, for ever, with no session and no supervisor. The next run starts the
+/// worker again.
+#[test]
+fn a_question_answered_waits_for_its_worker_and_says_so() {
+    let p = Project::new("process");
+    p.import(r#"{"tasks": [{"id": "q", "agent": "paint it (sim:ask-once)"}]}"#);
+    p.until_idle();
+    assert_eq!(p.task("q")["status"], "clarification");
+    let history = p.ok(&["history", "q"]);
+    let exited: Vec<&str> = history
+        .lines()
+        .filter(|l| l.contains("session.exited"))
+        .collect();
+    assert_eq!(exited.len(), 1, "{exited:?}");
+    assert!(
+        exited[0].contains("worker q-worker-1 exited after asking a question (exit 0)"),
+        "{exited:?}"
+    );
+    p.ok(&["task", "update", "q", "--status", "working"]);
+    let status = p.json(&["status"]);
+    assert_eq!(status["running"], serde_json::json!([]), "{status}");
+    assert_eq!(p.until_idle(), 6, "the answer's worker runs, then review waits");
+    assert_eq!(p.task("q")["status"], "reviewing");
+    p.check();
+}
+
 /// Item 5: A parent whose children are all done is done, in every view.
 #[test]
 fn parents_finish_with_their_children() {

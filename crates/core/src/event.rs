@@ -248,6 +248,10 @@ pub enum EventKind {
         /// Why it ended, when the reporter says (a harness's session-end hook).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The task's status when a stale end was reported: where the task had moved
+        /// (a worker's hand-off, its question, …). Absent in older events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<Status>,
     },
     /// `guard.ran`: postchecks ran at a gated transition.
     GuardRan {
@@ -417,6 +421,7 @@ impl EventKind {
                 role,
                 stopped,
                 reason,
+                after,
             } => {
                 let who = match role {
                     Some(r) => format!("{r} {}", session.as_deref().unwrap_or("(unnamed)")),
@@ -436,9 +441,15 @@ impl EventKind {
                         format!("{who} stopped as asked{code}")
                     }
                     (Disposition::Current, _) => format!("{who} exited{code}"),
-                    (Disposition::Stale, Some(Role::Worker)) => {
-                        format!("{who} exited after its hand-off{code}")
-                    }
+                    (Disposition::Stale, Some(Role::Worker)) => match after {
+                        Some(Status::Clarification) => {
+                            format!("{who} exited after asking a question{code}")
+                        }
+                        Some(Status::Stuck) => {
+                            format!("{who} exited after the task became stuck{code}")
+                        }
+                        _ => format!("{who} exited after its hand-off{code}"),
+                    },
                     (Disposition::Stale, Some(Role::Reviewer)) => {
                         format!("{who} exited after its verdict{code}")
                     }

@@ -898,6 +898,7 @@ pub fn exited(
         reason: report.reason.clone(),
         role: record.map(|r| r.role),
         stopped: record.is_some_and(|r| r.stop.is_some()),
+        after: (decision.disposition == Disposition::Stale).then(|| task.status()),
     }];
     if decision.disposition != Disposition::Current {
         return Change::build(Some(task), task.id(), kinds, ctx, outcome);

@@ -659,6 +659,7 @@ pub fn react_unstarted(t: &Task, session: &str, ctx: &Ctx<'_>) -> Option<Result<
         role: Some(rec.role),
         stopped: rec.stop.is_some(),
         reason: None,
+        after: None,
     }];
     let outcome = ops::Outcome::Exit(ExitDecision {
         disposition: Disposition::Unstarted,

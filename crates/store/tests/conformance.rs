@@ -425,6 +425,7 @@ fn events_keep_their_order(open: Open) {
                         reason: None,
                         role: None,
                         stopped: false,
+                        after: None,
                     }];
                     s.commit(batch(vec![ops::record(&t, kinds, &ctx()).unwrap()]))
                         .unwrap();

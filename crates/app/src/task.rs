@@ -244,7 +244,9 @@ fn outcome_failure(change: &Change) -> Option<Failure> {
             warden_core::model::WorkflowKind::Direct => {
                 format!("`warden task update {} --status done`", t.id())
             }
-            warden_core::model::WorkflowKind::Review => "`warden task complete`".to_owned(),
+            warden_core::model::WorkflowKind::Review => {
+                format!("`warden task complete {}`", t.id())
+            }
         };
         format!(
             "the postchecks of {} failed (attempt {} of {}); fix the problem and run {again} again",

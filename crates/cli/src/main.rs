@@ -237,7 +237,9 @@ fn usage_error(e: clap::Error) -> u8 {
     const COUNTS: &[&str] = &["--max-attempts", "--tail", "--lines", "--max-parallel"];
     let message = match dashed {
         Some((opt, n)) if COUNTS.contains(&opt.as_str()) && n[1..].parse::<f64>().is_ok() => {
-            format!("{opt} {n}: the numbers Warden takes there are 0 or more")
+            // `--max-parallel 0` is refused too: a run needs at least one slot.
+            let least = if opt == "--max-parallel" { 1 } else { 0 };
+            format!("{opt} {n}: the numbers Warden takes there are {least} or more")
         }
         Some((opt, v)) => {
             format!("{v} after {opt} reads as an option; to give it as the value, write {opt}={v}")
@@ -373,7 +375,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut cmd, "warden", &mut script);
-            out::print(&String::from_utf8_lossy(&script));
+            let script = String::from_utf8_lossy(&script);
+            if g.json {
+                // One JSON document on stdout, as `--json` promises everywhere.
+                out::json(&serde_json::json!({
+                    "shell": shell.to_string(),
+                    "script": script,
+                }));
+            } else {
+                out::print(&script);
+            }
             Ok(())
         }
         Command::History(a) => cmd_state::history(&g, a),

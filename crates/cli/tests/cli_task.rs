@@ -27,10 +27,13 @@ fn init_creates_a_workspace_once() {
     // A second init refuses and leaves the workspace working.
     let o = ws.expect(&["init"], 1);
     assert!(
-        err_line(&o).contains("already exists"),
+        err_line(&o).starts_with("refused: ") && err_line(&o).contains("already exists"),
         "{}",
         describe(&["init"], &o)
     );
+    let o = ws.expect(&["--json", "init"], 1);
+    let err: Value = serde_json::from_slice(&o.stderr).unwrap();
+    assert_eq!(err["error"]["refused"], true, "{err}");
     ws.ok(&["task", "list"]);
     assert_eq!(ws.tasks().len(), 0);
 
@@ -787,7 +790,10 @@ fn a_retry_after_failed_reviews_gives_the_rounds_again() {
     ws.to("r", "stuck");
     let o = ws.ok(&["task", "retry", "r"]);
     let out = text(&o.stdout);
-    assert!(out.contains("runs again: merge-fi, prechecks, work, commit"), "{out}");
+    assert!(
+        out.contains("runs again: merge-fi, prechecks, work, commit"),
+        "{out}"
+    );
     let v = ws.show("r");
     assert_eq!(v["status"], "working");
     assert_eq!(v["review_round"], 0);
@@ -812,7 +818,9 @@ fn a_retry_after_failed_reviews_gives_the_rounds_again() {
     ws.review("r", "FAIL: round 2 after the retry");
     let o = ws.expect(&["task", "update", "r", "--status", "working"], 1);
     assert!(
-        err_line(&o).contains("review round 2 of 2 failed"),
+        err_line(&o).ends_with(
+            "review round 2 of 2 failed, so the task goes to stuck, not working; run `warden task update r --status stuck`"
+        ),
         "{}",
         err_line(&o)
     );
@@ -1996,11 +2004,7 @@ fn a_groups_cancel_cancels_what_is_inside_it_and_nothing_under_it_runs() {
     );
     let o = ws.ok(&["task", "cancel", "g2"]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        out.lines().next(),
-        Some("g2: working → cancelled"),
-        "{out}"
-    );
+    assert_eq!(out.lines().next(), Some("g2: working → cancelled"), "{out}");
     ws.check_ok();
 }
 
@@ -2201,6 +2205,12 @@ fn usage_errors_follow_json_and_name_a_negative_number() {
         text(&o.stderr).trim_end(),
         "error: --max-attempts -1: the numbers Warden takes there are 0 or more"
     );
+    // A run needs one slot at least: the hint does not offer 0, which is refused too.
+    let o = ws.expect(&["run", "--max-parallel", "-1"], 2);
+    assert_eq!(
+        text(&o.stderr).trim_end(),
+        "error: --max-parallel -1: the numbers Warden takes there are 1 or more"
+    );
     // A text that starts with `-` is not a number: the way to give it is named.
     let o = ws.expect(&["task", "edit", "t", "--title", "-5"], 2);
     assert_eq!(
@@ -2267,7 +2277,7 @@ fn a_failed_guard_names_the_command_that_runs_it_again() {
     ws.handoff("r");
     let o = ws.expect(&["task", "complete", "r"], 1);
     assert!(
-        err_line(&o).ends_with("run `warden task complete` again"),
+        err_line(&o).ends_with("run `warden task complete r` again"),
         "{}",
         err_line(&o)
     );

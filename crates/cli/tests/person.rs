@@ -381,6 +381,11 @@ fn completions_are_scripts_the_shell_accepts() {
         assert!(text(&o.stdout).contains("approve"), "{shell}");
     }
     ws.expect(&["completions", "tcsh"], 2);
+    // `--json` keeps its promise: one JSON document, the script inside it.
+    let v = ws.json(&["completions", "bash"]);
+    assert_eq!(v["shell"], "bash");
+    let plain = ws.ok(&["completions", "bash"]);
+    assert_eq!(v["script"].as_str().unwrap(), text(&plain.stdout));
 }
 
 #[test]

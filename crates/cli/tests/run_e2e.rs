@@ -1783,6 +1783,59 @@ fn an_approve_whose_record_did_not_land_is_not_contradicted() {
     p.ok(&["check"]);
 }
 
+/// An approve killed (-9) right after its merge moved main, before its record: the
+/// merge's note was written after the move, so nothing remembered it and a reject was
+/// taken while main held the work. The note comes before the move now. A git
+/// `reference-transaction` hook does the kill at the moment main's ref is committed.
+#[test]
+fn an_approve_killed_as_main_moves_is_not_contradicted() {
+    let p = Project::new("process");
+    script_agent(&p, "", "", &[]);
+    p.ok(&["task", "create", "r", "--agent", "write z.txt"]);
+    assert_eq!(p.until_idle(), 6);
+    assert_eq!(p.task("r")["status"], "reviewing");
+    let pid_file = p.root.join("approve.pid");
+    let hook = p.root.join(".git/hooks/reference-transaction");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh
+[ \"$1\" = committed ] || exit 0
+grep -q ' refs/heads/main$' || exit 0
+             while [ ! -s '{pid}' ]; do sleep 0.01; done
+kill -9 $(cat '{pid}')
+exit 0
+",
+            pid = pid_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &hook,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut approve = p.cmd(&["task", "approve", "r"]).spawn().unwrap();
+    std::fs::write(&pid_file, approve.id().to_string()).unwrap();
+    let status = approve.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "{status:?}"
+    );
+    std::fs::remove_file(&hook).unwrap();
+    assert_eq!(git(&p.root, &["show", "main:z.txt"]), "z\n");
+    assert_eq!(p.task("r")["status"], "reviewing");
+    let o = p.run(&["task", "reject", "r", "--reason", "redo it"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("task r's work is already in main"), "{err}");
+    assert_eq!(p.task("r")["status"], "reviewing");
+    p.ok(&["task", "approve", "r"]);
+    assert_eq!(p.task("r")["status"], "done");
+    p.ok(&["check"]);
+}
+
 /// Makes the project's agent a script: the worker writes z.txt, hands off and then
 /// runs `worker_then`; the reviewer runs `reviewer_also` (in the task's worktree) and
 /// passes. Each `(prefix, line)` replaces the config line that starts with `prefix`.

@@ -349,7 +349,11 @@ fn a_question_answered_waits_for_its_worker_and_says_so() {
     p.ok(&["task", "update", "q", "--status", "working"]);
     let status = p.json(&["status"]);
     assert_eq!(status["running"], serde_json::json!([]), "{status}");
-    assert_eq!(p.until_idle(), 6, "the answer's worker runs, then review waits");
+    assert_eq!(
+        p.until_idle(),
+        6,
+        "the answer's worker runs, then review waits"
+    );
     assert_eq!(p.task("q")["status"], "reviewing");
     p.check();
 }

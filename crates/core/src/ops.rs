@@ -204,9 +204,11 @@ pub enum Refusal {
     },
     /// A failed review routed to the wrong place for its round.
     #[error(
-        "review round {round} of {max} failed, so the task goes to {expected}, not {to}; run `warden task update --status {expected}`"
+        "review round {round} of {max} failed, so the task goes to {expected}, not {to}; run `warden task update {id} --status {expected}`"
     )]
     WrongRound {
+        /// The task.
+        id: String,
         /// The review round.
         round: u32,
         /// The limit.
@@ -718,6 +720,7 @@ pub fn check_transition(
             let ev = verdict_needed(Verdict::Fail)?;
             if round >= max {
                 return Err(Refusal::WrongRound {
+                    id: task.id().to_string(),
                     round,
                     max,
                     expected: Status::Stuck,
@@ -730,6 +733,7 @@ pub fn check_transition(
             let ev = verdict_needed(Verdict::Fail)?;
             if round < max {
                 return Err(Refusal::WrongRound {
+                    id: task.id().to_string(),
                     round,
                     max,
                     expected: Status::Working,

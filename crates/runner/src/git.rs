@@ -522,6 +522,20 @@ pub fn merge_into_base(
     task_branch: &str,
     base: &str,
 ) -> Result<MergeOutcome, GitError> {
+    merge_into_base_noting(repo, worktree, task_branch, base, &mut |_| {})
+}
+
+/// [`merge_into_base`], calling `landing` with the commit the base branch is about to
+/// move to, before each move: a note written there survives a kill between the move and
+/// the caller's record of it (`pipeline::merged_unrecorded`); a note of a move that
+/// never happened names a commit the base does not contain, which reads as no merge.
+pub fn merge_into_base_noting(
+    repo: &Repo,
+    worktree: &Path,
+    task_branch: &str,
+    base: &str,
+    landing: &mut dyn FnMut(&str),
+) -> Result<MergeOutcome, GitError> {
     check_rev(task_branch)?;
     check_rev(base)?;
     if task_branch == base {
@@ -546,6 +560,7 @@ pub fn merge_into_base(
         if new == old {
             return Ok(MergeOutcome::UpToDate);
         }
+        landing(&new);
         let out = match base_checkout(repo, &base_ref)? {
             Some(checkout) => {
                 let out = run(

@@ -2,7 +2,7 @@
 //! work, commit, postchecks (the guard) and merge-ri. Each returns a phase status and a
 //! detail; the core decides what the result means.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use warden_core::model::{Phase, PhaseStatus, Status, Task, WorkSpec};
@@ -177,9 +177,20 @@ pub fn merge_ri(eng: &Engine, t: &Task) -> PhaseResult {
         );
     };
     let worktree = eng.ws.worktree(t.id());
-    match git::merge_into_base(&repo, &worktree, &t.branch(), &base) {
-        Ok(MergeOutcome::Merged | MergeOutcome::UpToDate) => {
-            note_merge(eng, t, &worktree, &base);
+    // The note is written before the base branch moves: a kill between the move and the
+    // transition's commit leaves it, and the merge is not contradicted later.
+    let mut landing = |commit: &str| note_merge(eng, t, commit, &base);
+    match git::merge_into_base_noting(&repo, &worktree, &t.branch(), &base, &mut landing) {
+        Ok(MergeOutcome::Merged) => PhaseResult::new(Phase::MergeRi, PhaseStatus::Success, None),
+        Ok(MergeOutcome::UpToDate) => {
+            // The base held the work already (a merge whose record never landed, moved
+            // on since): noted as well.
+            match git::commit_of(&worktree, "HEAD") {
+                Ok(c) => note_merge(eng, t, &c, &base),
+                Err(e) => {
+                    warden_store::say!("warning: {}: {e}", eng.ws.merge_note(t.id()).display())
+                }
+            }
             PhaseResult::new(Phase::MergeRi, PhaseStatus::Success, None)
         }
         Ok(MergeOutcome::Conflict(paths)) => PhaseResult::new(
@@ -233,22 +244,17 @@ fn send_back(t: &Task) -> String {
     }
 }
 
-/// Notes what a `merge-ri` put into the base branch, before the transition it is part
-/// of is committed (see [`merged_unrecorded`]). A note that cannot be written is a
-/// warning: it only guards against a later contradiction.
-fn note_merge(eng: &Engine, t: &Task, worktree: &Path, base: &str) {
+/// Notes the commit a `merge-ri` puts into the base branch, before the branch moves and
+/// so before the transition it is part of is committed (see [`merged_unrecorded`]). A
+/// note that cannot be written is a warning: it only guards against a later
+/// contradiction.
+fn note_merge(eng: &Engine, t: &Task, commit: &str, base: &str) {
     let note = eng.ws.merge_note(t.id());
-    let written = git::commit_of(worktree, "HEAD")
-        .map_err(|e| e.to_string())
-        .and_then(|c| {
-            let text = format!("{c} {} {base}\n", t.version());
-            std::fs::File::create(&note)
-                .and_then(|mut f| {
-                    std::io::Write::write_all(&mut f, text.as_bytes())?;
-                    f.sync_all()
-                })
-                .map_err(|e| e.to_string())
-        });
+    let text = format!("{commit} {} {base}\n", t.version());
+    let written = std::fs::File::create(&note).and_then(|mut f| {
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        f.sync_all()
+    });
     if let Err(e) = written {
         warden_store::say!("warning: {}: {e}", note.display());
     }

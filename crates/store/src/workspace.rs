@@ -56,6 +56,10 @@ impl From<WorkspaceError> for warden_core::failure::Failure {
             WorkspaceError::Exists(_) => ExitCode::Refused,
             WorkspaceError::Io(_) => ExitCode::Internal,
         };
+        // Exit 1 is a refusal, said as one (`refused: …`, `"refused": true`).
+        if code == ExitCode::Refused {
+            return Failure::refusal(code, e.to_string());
+        }
         Failure::new(code, e.to_string())
     }
 }

@@ -457,10 +457,28 @@ impl App {
                 "{id} is done: every task in it is done, so there is nothing to cancel"
             )));
         }
+        let mut cancelled = Vec::new();
+        self.cancel_inside(id, req, &mut cancelled)?;
+        let mut answer = self.transition_leaf(req, None)?;
+        // A task placed under the group after the sweep and before its own row was
+        // cancelled (the row is what refuses new ones): cancelled too.
+        self.cancel_inside(id, req, &mut cancelled)?;
+        answer.cancelled_inside = cancelled;
+        answer.group_was = was;
+        Ok(answer)
+    }
+
+    /// Cancels every leaf below the group `id` that is not done or cancelled, as a
+    /// person's cancel of each, adding their ids to `cancelled`.
+    fn cancel_inside(
+        &self,
+        id: &TaskId,
+        req: &Transition,
+        cancelled: &mut Vec<TaskId>,
+    ) -> Result<()> {
         let below = self.eng.store.descendants(id)?;
         let ids: Vec<TaskId> = below.iter().map(|h| h.id.clone()).collect();
         let groups = self.eng.store.groups_among(&ids)?;
-        let mut cancelled = Vec::new();
         for h in below
             .iter()
             .filter(|h| groups.binary_search(&h.id).is_err())
@@ -478,10 +496,7 @@ impl App {
             .into_result()?;
             cancelled.push(h.id.clone());
         }
-        let mut answer = self.transition_leaf(req, None)?;
-        answer.cancelled_inside = cancelled;
-        answer.group_was = was;
-        Ok(answer)
+        Ok(())
     }
 
     /// A status change of one task, as [`App::transition`] decided it is to be taken.

@@ -356,3 +356,72 @@ fn concurrent_writers_leave_state_md_true() {
         "the killed writer's temporary file is left"
     );
 }
+
+/// Two commands at once whose decisions each pass the tree rules alone and together
+/// break them: each was decided against the tree it read and committed only its own
+/// task. In 12 rounds per pair (the race came out in about half the rounds of each
+/// before the tree lock): never both.
+#[test]
+fn concurrent_placements_never_break_the_tree_rules_together() {
+    let ws = Workspace::new("tree-race");
+    let root = ws.root.clone();
+    let pair = |a: Vec<String>, b: Vec<String>| {
+        let (ra, rb) = (root.clone(), root.clone());
+        let ta = thread::spawn(move || {
+            let args: Vec<&str> = a.iter().map(String::as_str).collect();
+            code(&run(&ra, &args))
+        });
+        let args: Vec<&str> = b.iter().map(String::as_str).collect();
+        let cb = code(&run(&rb, &args));
+        (ta.join().unwrap(), cb)
+    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    for i in 0..12 {
+        let (a, b, x, y, p, c, g, k, n) = (
+            format!("a{i}"),
+            format!("b{i}"),
+            format!("x{i}"),
+            format!("y{i}"),
+            format!("p{i}"),
+            format!("c{i}"),
+            format!("g{i}"),
+            format!("k{i}"),
+            format!("n{i}"),
+        );
+        for id in [&a, &b, &x, &y, &p, &c, &g] {
+            ws.create(id, &["--agent", "x"]);
+        }
+        ws.create(&k, &["--parent", &g, "--agent", "x"]);
+        // Parents in a cycle.
+        let got = pair(
+            s(&["task", "edit", &a, "--parent", &b]),
+            s(&["task", "edit", &b, "--parent", &a]),
+        );
+        assert_ne!(got, (0, 0), "round {i}: {a} and {b} are each other's parent");
+        // Dependencies in a cycle.
+        let got = pair(
+            s(&["task", "edit", &x, "--depends-on", &y]),
+            s(&["task", "edit", &y, "--depends-on", &x]),
+        );
+        assert_ne!(got, (0, 0), "round {i}: {x} and {y} wait on each other");
+        // A child under a leaf that starts.
+        let got = pair(
+            s(&["task", "update", &p, "--status", "working"]),
+            s(&["task", "edit", &c, "--parent", &p]),
+        );
+        assert_ne!(got, (0, 0), "round {i}: {c} went under {p}, which is working");
+        // An open task under a group being cancelled.
+        let got = pair(
+            s(&["task", "cancel", &g]),
+            s(&["task", "create", &n, "--parent", &g, "--agent", "x"]),
+        );
+        if got == (0, 0) {
+            assert_eq!(
+                ws.show(&n)["status"],
+                "cancelled",
+                "round {i}: {n} stays open under cancelled {g}"
+            );
+        }
+    }
+    ws.check_ok();
+}

@@ -691,6 +691,62 @@ fn devices_and_fifos_are_refused_at_once() {
     assert_eq!(ws.tasks().len(), 1);
 }
 
+/// A FIFO an agent plants where Warden keeps a task's lock, the STATE.md lock or a
+/// session log held every command that opened it, before any busy timeout applied: a
+/// person's cancel, every write once STATE.md is kept, `task peek`, and the session
+/// host (the run waited for ever with nothing said). Each is now a one-line error, or a
+/// warning where the file is only a view.
+#[test]
+fn fifos_planted_as_locks_and_logs_hold_up_nothing() {
+    let ws = Workspace::new("fifo-locks");
+    ws.create("t", &["--work", "echo hi"]);
+    ws.ok(&["state", "--write"]);
+    let mkfifo = |rel: &str| {
+        let p = ws.path(rel);
+        let _ = std::fs::remove_file(&p);
+        assert!(Command::new("mkfifo").arg(&p).status().unwrap().success());
+    };
+    let within = |args: &[&str]| {
+        let child = ws
+            .cmd()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish(child, Duration::from_secs(30), &args.join(" "))
+    };
+    mkfifo(".warden/tasks/t/.lock");
+    let o = within(&["task", "cancel", "t"]);
+    assert_eq!(code(&o), 5, "{}", describe(&["task", "cancel", "t"], &o));
+    assert!(
+        err_line(&o).ends_with(
+            ".warden/tasks/t/.lock: not a regular file (a FIFO, socket or device was put where Warden keeps a lock); remove it and run the command again"
+        ),
+        "{}",
+        err_line(&o)
+    );
+    std::fs::remove_file(ws.path(".warden/tasks/t/.lock")).unwrap();
+    mkfifo(".warden/state.lock");
+    let o = within(&["task", "create", "u", "--work", "true"]);
+    assert_eq!(code(&o), 0, "{}", describe(&["task", "create", "u"], &o));
+    assert!(text(&o.stderr).contains("STATE.md not updated"), "{o:?}");
+    std::fs::remove_file(ws.path(".warden/state.lock")).unwrap();
+    mkfifo(".warden/tasks/t/output.log");
+    assert_eq!(code(&within(&["task", "peek", "t"])), 0);
+    let o = within(&["run", "--until-idle"]);
+    assert_eq!(code(&o), 7, "{}", describe(&["run"], &o));
+    assert_eq!(ws.status("t"), "stuck");
+    assert!(
+        ws.show("t")["last_failure"]
+            .as_str()
+            .unwrap()
+            .contains("output.log: not a regular file"),
+        "{}",
+        ws.show("t")
+    );
+}
+
 #[test]
 fn odd_project_paths_work_end_to_end() {
     use std::os::unix::ffi::OsStrExt;

@@ -217,7 +217,7 @@ fn a_lost_store_is_refused_not_started_again_empty() {
         assert_eq!(o.status.code(), Some(5), "{args:?}: {}", stderr(&o));
         assert!(
             stderr(&o).contains(
-                "the store .warden/warden.db is missing, but .warden/tasks holds task folders"
+                "the store .warden/warden.db is missing, but tasks were stored in this workspace (.warden/tasks holds task folders, or .warden/tree.lock was left by a placement)"
             ),
             "{}",
             stderr(&o)
@@ -225,9 +225,21 @@ fn a_lost_store_is_refused_not_started_again_empty() {
         assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
         assert!(!dot.join("warden.db").exists(), "no store was made");
     }
+    // An imported plan writes no task folder: its lost store is refused too.
     std::fs::remove_dir_all(dot.join("tasks/t")).unwrap();
+    let o = ws.run(&["task", "list"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    std::fs::remove_file(dot.join("tree.lock")).unwrap();
     ws.ok(&["task", "list"]);
     assert!(dot.join("warden.db").exists());
+    let plan = dot.join("plan.json");
+    std::fs::write(&plan, r#"{"tasks": [{"id": "a", "work": "true"}]}"#).unwrap();
+    ws.ok(&["plan", "import", plan.to_str().unwrap()]);
+    assert!(!dot.join("tasks/a").exists(), "a batch writes no folder");
+    remove();
+    let o = ws.run(&["task", "list"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(!dot.join("warden.db").exists(), "no store was made");
 }
 
 #[test]

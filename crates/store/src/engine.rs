@@ -325,6 +325,15 @@ impl Engine {
         mut decide: impl FnMut(&Task, &Doc) -> Result<Decision, EngineError>,
     ) -> Result<Written, EngineError> {
         let shown = self.task_file_shown(id);
+        // A pending task's first move (a leaf starting, a question, a cancel) is decided
+        // under the tree's lock, so no batch places a child under it meanwhile (a task
+        // never goes back to pending: one that was not pending here is not later).
+        let pending = self
+            .store
+            .heads(std::slice::from_ref(id))?
+            .first()
+            .is_some_and(|h| h.status == Status::Pending);
+        let tree = if pending { Some(self.lock_tree()?) } else { None };
         // One writer of a task at a time from read to mirror: otherwise a second writer
         // could read TASK.md between the first one's commit and its frontmatter rewrite,
         // and take the stale mirror for an agent's tampering.
@@ -357,6 +366,19 @@ impl Engine {
                 memory,
             } = decide(&task, &doc)?;
             let change = change.prepend(doc.tamper.clone(), &self.ctx(&shown))?;
+            // Under the tree's lock: a task placed under this one since its writer looked
+            // made it a group, whose status comes from its tasks (only a cancel moves it).
+            if pending
+                && change.after.as_ref().is_some_and(|a| {
+                    !matches!(a.status(), Status::Pending | Status::Cancelled)
+                })
+                && !self.store.child_ids(id)?.is_empty()
+            {
+                return Err(Failure::refused(format!(
+                    "{id} is a group now (a task was placed under it meanwhile): its status comes from the tasks in it; move those instead"
+                ))
+                .into());
+            }
             if change.events.is_empty() && memory.is_none() && request.is_none() {
                 // Nothing to record (e.g. a second report of a session's end).
                 drop(lock);
@@ -387,6 +409,7 @@ impl Engine {
             };
             match committed {
                 Ok(_) => {
+                    drop(tree);
                     crate::failpoint::hit("after-commit");
                     crate::failpoint::hit("after-commit-exit");
                     self.finish_write(lock, &change, &mut doc)?;
@@ -503,6 +526,7 @@ impl Engine {
         read: impl Fn() -> Result<R, EngineError>,
         mut decide: impl FnMut(R) -> Result<Batch, EngineError>,
     ) -> Result<Vec<Change>, EngineError> {
+        let _tree = self.lock_tree()?;
         for _ in 0..CONFLICT_RETRIES {
             let batch = decide(read()?)?;
             let mut locked: Vec<&TaskId> = batch
@@ -601,7 +625,7 @@ impl Engine {
             },
         })?;
         let timeout = std::time::Duration::from_millis(self.config.store.busy_timeout_ms);
-        let busy = || {
+        let busy = move || {
             // A check that runs under the lock says so: "try again" would fail for as
             // long as it runs (up to phase_timeout_s). The note is "HOLDER GROUP START";
             // the group is the check's own process.
@@ -618,6 +642,45 @@ impl Engine {
                 ),
             }))
         };
+        self.wait_for_lock(f, &path, busy)
+    }
+
+    /// Takes `.warden/tree.lock`, released on drop: held by every write that places
+    /// tasks or moves a pending one (a batch from its decision to its commit: create,
+    /// edit, plan import, apply and sync; a write to a pending task, whose first move
+    /// makes it a leaf under way). Each decides against the tree as it is; two of them
+    /// deciding at once could each pass the tree rules and together break them (parents
+    /// in a cycle, a child under a working leaf, an open task under a cancelled group).
+    /// Taken before any task's lock, never after one.
+    pub fn lock_tree(&self) -> Result<std::fs::File, EngineError> {
+        let path = self.ws.dir.join("tree.lock");
+        let f = open_lock_file(&path).map_err(|e| match e.raw_os_error() {
+            Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
+                FileError::Symlink(path.display().to_string())
+            }
+            _ => FileError::Io {
+                path: path.display().to_string(),
+                source: e,
+            },
+        })?;
+        let ms = self.config.store.busy_timeout_ms;
+        self.wait_for_lock(f, &path, move || {
+            Failure::conflict(format!(
+                "the task tree is being changed by another process (its lock was held longer than busy_timeout_ms = {ms} ms); try again"
+            ))
+            .into()
+        })
+    }
+
+    /// Takes the lock of the open lock file `f` (at `path`), waiting at most the store's
+    /// busy timeout; past it, `busy()` is the error.
+    fn wait_for_lock(
+        &self,
+        f: std::fs::File,
+        path: &std::path::Path,
+        busy: impl FnOnce() -> EngineError,
+    ) -> Result<std::fs::File, EngineError> {
+        let timeout = std::time::Duration::from_millis(self.config.store.busy_timeout_ms);
         let io = |e: std::io::Error| {
             EngineError::from(FileError::Io {
                 path: path.display().to_string(),
@@ -955,14 +1018,34 @@ impl Engine {
 }
 
 /// Opens (making it) a lock file, never through a link planted where it goes.
+/// Nor through a FIFO or a device planted there: opened without blocking (a FIFO with
+/// no reader held every writer of the task, or of every task for `state.lock`, for
+/// ever, before any busy timeout could apply), and refused unless a regular file.
 fn open_lock_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .custom_flags(flags.bits() as i32)
         .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // A FIFO without a reader: said as what is wrong with the file.
+            Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => not_a_file(),
+            _ => e,
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(not_a_file());
+    }
+    Ok(f)
+}
+
+fn not_a_file() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "not a regular file (a FIFO, socket or device was put where Warden keeps a lock); remove it and run the command again",
+    )
 }
 
 /// The largest kept STATE.md model read (one of 100,000 tasks is about 9 MB).

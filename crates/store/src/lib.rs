@@ -543,11 +543,16 @@ pub fn open(ws: &Workspace, config: &Config) -> Result<Box<dyn Store>, OpenError
             // A database file that is gone while the workspace has task folders was lost
             // (deleted, or left out of a restore): opening it would start an empty store
             // and answer as if the project had no tasks.
-            if !path.exists() && has_task_folders(ws) {
+            // A `plan import` writes no task folder, but every placement of a task leaves
+            // the tree's lock file (`Engine::lock_tree`): an imported plan's lost store
+            // was started again empty, and answered "no tasks".
+            let tree_lock = ws.dir.join("tree.lock");
+            if !path.exists() && (has_task_folders(ws) || tree_lock.exists()) {
                 return Err(StoreError::Io(format!(
-                    "the store {} is missing, but {} holds task folders: restore the database file (Warden does not start an empty store over existing tasks), or remove {} and run `warden init` to start again",
+                    "the store {} is missing, but tasks were stored in this workspace ({} holds task folders, or {} was left by a placement): restore the database file (Warden does not start an empty store over existing tasks), or remove {} and run `warden init` to start again",
                     ws.display(&path),
                     ws.display(&ws.dir.join("tasks")),
+                    ws.display(&tree_lock),
                     ws.display(&ws.dir)
                 ))
                 .into());

@@ -490,11 +490,32 @@ pub(crate) fn append_log(path: &Path) -> Result<File, SessionError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
-    OpenOptions::new()
-        .create(true)
-        .append(true)
+    open_log(OpenOptions::new().create(true).append(true), path).map_err(err)
+}
+
+/// Opens a session log with `opts`, never blocking on a FIFO put where it goes (the
+/// session host and `task peek` hung there for ever) nor following a link: anything but
+/// a regular file is an error.
+fn open_log(opts: &mut OpenOptions, path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let not_a_file = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, socket or device was put where the session log goes); remove it",
+        )
+    };
+    let f = opts
+        .custom_flags(flags.bits() as i32)
         .open(path)
-        .map_err(err)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => not_a_file(),
+            _ => e,
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(not_a_file());
+    }
+    Ok(f)
 }
 
 /// Appends one line to a log, ignoring failure: it is only ever a note next to the
@@ -502,12 +523,7 @@ pub(crate) fn append_log(path: &Path) -> Result<File, SessionError> {
 /// starts a line of its own: output whose last line has no newline (`printf done`)
 /// ran into "--- session … exited" before.
 pub fn note(path: &Path, line: &str) {
-    if let Ok(mut f) = OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)
-    {
+    if let Ok(mut f) = open_log(OpenOptions::new().create(true).read(true).append(true), path) {
         let len = f.metadata().map_or(0, |m| m.len());
         let mut tail = Vec::new();
         let read = f.seek(SeekFrom::Start(len.saturating_sub(256))).is_ok()
@@ -710,7 +726,7 @@ pub fn peek_log(log_path: &Path, lines: usize) -> String {
     if lines == 0 {
         return String::new();
     }
-    let Ok(mut f) = File::open(log_path) else {
+    let Ok(mut f) = open_log(OpenOptions::new().read(true), log_path) else {
         return String::new();
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);

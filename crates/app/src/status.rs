@@ -155,6 +155,36 @@ pub struct StatusView {
     pub supervisors: Vec<SupervisorView>,
     /// At least one supervisor is alive (or, on another host, holds an unexpired lease).
     pub supervisor_alive: bool,
+    /// With no supervisor alive: the tasks whose steps kept failing when the last one
+    /// stopped (`run --until-idle` gives up on them after three tries), so the cause is
+    /// still shown after the run's own output is gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<LastRun>,
+}
+
+/// What the last supervisor left failing when it stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastRun {
+    /// When it stopped.
+    pub stopped_at: Timestamp,
+    /// Its tasks whose steps failed in a row.
+    pub failing: Vec<StepFailure>,
+}
+
+impl LastRun {
+    fn path(ws: &Workspace) -> PathBuf {
+        Presence::dir(ws).join("last-run-failing")
+    }
+
+    /// The record, if the last supervisor left one.
+    fn read(ws: &Workspace) -> Option<LastRun> {
+        let path = LastRun::path(ws);
+        let meta = std::fs::symlink_metadata(&path).ok()?;
+        if !meta.is_file() || meta.len() > PRESENCE_MAX_BYTES {
+            return None;
+        }
+        serde_json::from_slice(&std::fs::read(&path).ok()?).ok()
+    }
 }
 
 /// The longest detail line shown per item, in characters.
@@ -207,6 +237,11 @@ impl App {
         needs_you.sort_by_key(|n| n.need);
         let supervisors = self.supervisors()?;
         let supervisor_alive = any_alive(&supervisors);
+        let last_run = if supervisor_alive {
+            None
+        } else {
+            LastRun::read(self.ws()).filter(|l| !l.failing.is_empty())
+        };
         Ok(StatusView {
             root: self.ws().root.display().to_string(),
             backend: self.eng.store.backend().to_owned(),
@@ -225,6 +260,7 @@ impl App {
             running,
             supervisors,
             supervisor_alive,
+            last_run,
         })
     }
 
@@ -583,6 +619,24 @@ impl Announced {
 impl Drop for Announced {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        // What still failed is said after the run is gone (`warden status`); a run that
+        // ends with nothing failing clears what an earlier one left.
+        let last = LastRun::path_of(&self.path);
+        if self.failing.is_empty() {
+            let _ = std::fs::remove_file(&last);
+        } else if let Ok(text) = serde_json::to_vec(&LastRun {
+            stopped_at: Timestamp::now(),
+            failing: self.failing.clone(),
+        }) {
+            let _ = warden_store::files::write_atomic(&last, &text);
+        }
+    }
+}
+
+impl LastRun {
+    /// The record beside an announcement.
+    fn path_of(announcement: &Path) -> PathBuf {
+        announcement.with_file_name("last-run-failing")
     }
 }
 

@@ -135,6 +135,9 @@ pub fn run(g: &Global, a: RunArgs) -> Result<(), Failure> {
         }
         display.draw(tty, &app);
     })?;
+    // Ended: its announcement is withdrawn (and what still failed is kept for `warden
+    // status`) now, as the exits below skip destructors.
+    drop(sup);
     display.clear(tty);
     if !json {
         // The run's work is over: a store that cannot be read now costs the last line,

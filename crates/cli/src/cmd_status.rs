@@ -40,7 +40,22 @@ pub fn render(v: &StatusView, now: Timestamp) -> String {
         s.push_str(
             "Supervisor: none running. Nothing starts or moves on until you run `warden run`.\n",
         );
-    } else {
+    }
+    if let Some(last) = &v.last_run {
+        s.push_str(&format!(
+            "  The last run stopped {} ago with steps failing (fix the cause, then run `warden run` again):\n",
+            ago(now, last.stopped_at)
+        ));
+        for f in &last.failing {
+            s.push_str(&format!(
+                "  ✗ {}: {} failed step(s) in a row: {}\n",
+                f.task,
+                f.tries,
+                out::one_line(&f.error)
+            ));
+        }
+    }
+    if !v.supervisors.is_empty() {
         for sup in &v.supervisors {
             let state = match sup.alive {
                 Some(true) => "alive".to_owned(),

@@ -1177,6 +1177,30 @@ fn a_step_that_keeps_failing_waits_between_tries_and_ends_the_run_named() {
         "{idle}"
     );
     assert_eq!(p.task("b")["status"], "done");
+    // After the run: `warden status` still says what failed (it said nothing once the
+    // run's own output was gone: "Needs you: nothing", every view healthy).
+    let status = p.json(&["status"]);
+    assert_eq!(status["supervisor_alive"], false);
+    assert_eq!(status["last_run"]["failing"][0]["task"], "a", "{status}");
+    let text = p.ok(&["status"]);
+    assert!(
+        text.contains("with steps failing (fix the cause, then run `warden run` again)")
+            && text.contains("✗ a: 3 failed step(s) in a row: a: cannot prepare the worktree"),
+        "{text}"
+    );
+    assert!(
+        !p.root.join(".warden/runners").read_dir().unwrap().any(|e| {
+            e.unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        }),
+        "the ended run withdrew its announcement"
+    );
+    // A run that ends with nothing failing clears it.
+    std::fs::remove_file(p.root.join(".warden/worktrees/a")).unwrap();
+    assert_eq!(p.until_idle(), 0);
+    assert!(p.json(&["status"]).get("last_run").is_none());
 }
 
 /// A process session whose host could not report its end (here `warden.toml` broke

@@ -456,15 +456,32 @@ fn running_of(t: &Task, check_note: &Path) -> Option<Running> {
 
 /// The first lines of a section, without its verdict line's noise: what a person reads
 /// before deciding.
+/// The first lines of a section; what does not fit is said, never dropped without a
+/// word (a review's third finding, the serious one, was gone with no mark, and a person
+/// could approve without seeing it).
 fn findings(content: &str) -> Option<String> {
-    let text: Vec<&str> = content
+    let lines: Vec<&str> = content
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with("<!--"))
-        .take(4)
         .collect();
-    (!text.is_empty()).then(|| cut(&text.join(" · ")))
+    let shown = &lines[..lines.len().min(FINDING_LINES)];
+    if shown.is_empty() {
+        return None;
+    }
+    let text = cut(&shown.join(" · "));
+    let more = lines.len() - shown.len();
+    Some(if more > 0 {
+        format!("{text} · (+{more} more line(s): read all of it in the task's TASK.md)")
+    } else if text.ends_with('…') {
+        format!("{text} (read all of it in the task's TASK.md)")
+    } else {
+        text
+    })
 }
+
+/// The lines of a review or a question shown in `warden status`.
+const FINDING_LINES: usize = 6;
 
 fn cut(s: &str) -> String {
     if s.chars().count() <= DETAIL_CHARS {

@@ -41,7 +41,11 @@ fn waiting_room() -> Workspace {
     ws.to("api", "reviewing");
     // ask: a question for the person.
     ws.to("ask", "clarification");
-    ws.add_section("ask", "Questions", "1. PostgreSQL or SQLite?");
+    ws.add_section(
+        "ask",
+        "Questions",
+        "1. PostgreSQL or SQLite?\n2. Which port?\n3. Which user?\n4. Backups?\n5. Where?\n6. How often?\n7. Encrypted?\n8. Who restores them?",
+    );
     // flaky: stuck by its failed work.
     ws.to("flaky", "working");
     ws.to("flaky", "stuck");
@@ -102,11 +106,14 @@ fn status_lists_what_needs_the_person_with_the_command_for_each() {
         "{api}"
     );
     assert_eq!(api["commands"][0], "warden task approve api");
+    // What does not fit is said (the lines past the first six were dropped silently).
+    let ask = v["needs_you"][1]["detail"].as_str().unwrap();
     assert!(
-        v["needs_you"][1]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("PostgreSQL or SQLite?")
+        ask.starts_with("1. PostgreSQL or SQLite? · 2. Which port?")
+            && ask.ends_with(
+                "6. How often? · (+2 more line(s): read all of it in the task's TASK.md)"
+            ),
+        "{ask}"
     );
     assert_eq!(
         v["needs_you"][3]["commands"][0],

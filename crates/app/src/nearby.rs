@@ -119,6 +119,7 @@ impl App {
                 t,
                 Around {
                     children,
+                    group: groups.has(t.id()),
                     status,
                     passes,
                     unmet,

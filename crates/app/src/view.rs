@@ -113,8 +113,10 @@ pub struct BlockedBy {
 /// are done.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Around {
-    /// Children ids, in `(order, id)` order (empty for a leaf).
+    /// Children ids, in `(order, id)` order (empty for a leaf, and when not listed).
     pub children: Vec<TaskId>,
+    /// Is it a group (its children may be left unlisted)?
+    pub group: bool,
     /// The status views show.
     pub status: Status,
     /// The `passes` views show.
@@ -135,6 +137,7 @@ impl TaskView {
                     .iter()
                     .map(|c| c.id().clone())
                     .collect(),
+                group: !idx.children(t.id()).is_empty(),
                 status: idx.status(t),
                 passes: idx.passes(t),
                 unmet: idx.unmet(t).map(|(d, s)| (d.clone(), s)),
@@ -144,7 +147,7 @@ impl TaskView {
 
     /// The view of `t`, given what surrounds it.
     pub fn with(t: &Task, around: Around) -> TaskView {
-        let leaf = around.children.is_empty();
+        let leaf = !around.group;
         let gate = if leaf {
             progress::gate_status(t, around.unmet.is_none())
         } else {

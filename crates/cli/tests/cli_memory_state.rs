@@ -27,6 +27,14 @@ fn memory_merges_from_a_file_and_stdin_with_caps() {
     );
     let o = ws.ok(&["memory", "show", "m"]);
     assert!(!text(&o.stdout).trim().is_empty());
+    // The task id alone, the delta on stdin: the one argument is the file, and the
+    // message says so (it said "no task id given" though one was).
+    let o = ws.run_stdin(&["memory", "merge", "m"], r#"{"goals": ["x"]}"#);
+    assert_eq!(code(&o), 2, "{}", describe(&["memory", "merge", "m"], &o));
+    assert_eq!(
+        crate::common::err_line(&o),
+        "error: one argument is the delta FILE, and there is no file \"m\"; to merge into task m, name the delta too: `warden memory merge m FILE` (or `-` for standard input)"
+    );
     // An array is no delta (serde mapped one onto the fields by position).
     let before = ws.history();
     for array in [r#"[["goal via array"], ["constraint"]]"#, "[]", " \n[1]"] {

@@ -1997,6 +1997,16 @@ fn a_groups_cancel_cancels_what_is_inside_it_and_nothing_under_it_runs() {
     ws.create("w2", &["--parent", "g2", "--agent", "do it"]);
     ws.to("w2", "working");
     assert_eq!(ws.show("g2")["status"], "working");
+    // The list filtered by status shows a group's gate as the whole list does (it gave
+    // the group the gate of its stored row: none).
+    let listed = ws.json(&["task", "list", "--status", "working"]);
+    let g2 = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "g2")
+        .unwrap();
+    assert_eq!(g2["gate"], "EXECUTING", "{listed}");
     let o = ws.expect(&["prompt", "g2"], 1);
     assert_eq!(
         err_line(&o),

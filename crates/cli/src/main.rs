@@ -93,9 +93,9 @@ enum Command {
     Run(cmd_run::RunArgs),
     /// Replay the event log and compare it with the stored tasks; exit 1 on any difference.
     Check,
-    /// The terminal dashboard: every task, live; respawn, retry and cancel from it.
+    /// The terminal dashboard: every task, live; approve, reject, respawn, retry and cancel from it.
     #[command(
-        after_help = "Keys: ↑↓/jk move · Enter details · a approve · x reject · s respawn · r retry · c cancel · p peek · / filter · q quit\n(respawn, retry, cancel and reject ask first)"
+        after_help = "Keys: ↑↓/jk move · Enter details · a approve · x reject · s respawn · r retry · c cancel · p peek · / filter · q quit\n(every key that changes a task asks first: approve, reject, respawn, retry, cancel)"
     )]
     Dashboard,
     /// The web console: every task, live, in a browser; approve, reject, retry, respawn

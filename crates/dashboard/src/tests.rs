@@ -756,6 +756,11 @@ fn detail_view_and_supervisor_header() {
     app.set_supervisors(Vec::new());
     let screen = draw(&app, 100, 30);
     assert!(screen.contains("○ no supervisor: `warden run`"), "{screen}");
+    // Narrow: shorter, never dropped (at 80 columns with a long count line it was).
+    let screen = draw(&app, 40, 20);
+    assert!(screen.contains("○ no supervisor"), "{screen}");
+    let screen = draw(&app, 20, 20);
+    assert!(screen.contains("○ no supervisor"), "{screen}");
     // A supervisor of this machine holding api, with these failing tasks.
     let alive = |failing| {
         vec![warden_app::status::SupervisorView {
@@ -847,4 +852,59 @@ fn an_update_of_what_changed_equals_a_full_reload() {
     assert_eq!(draw(&drawn, 100, 30), draw(&full, 100, 30));
     assert_ne!(draw(&full, 100, 30), before, "the change shows");
     assert_eq!(moved.selected_id(), Some(&selected));
+}
+
+/// A task waiting for a person's answer says so in full: the STATUS column cut
+/// "clarification" to "clarificatio" at every width.
+#[test]
+fn the_status_column_holds_every_status() {
+    let mut b = Builder::new();
+    b.create("ask", "Pick a colour", None, 0)
+        .to("ask", Status::Clarification, "", 10);
+    let app = app_of(&b);
+    for w in [80, 120] {
+        let screen = draw(&app, w, 20);
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.contains("ask") && l.contains("clarification ")),
+            "{screen}"
+        );
+    }
+}
+
+/// Narrow screens: a confirmation starts with the keys that answer it, a reason typed
+/// past the width keeps its end and the cursor in view, and a long message (a refused
+/// merge's paths and commands) is shown whole over a few lines.
+#[test]
+fn narrow_screens_keep_what_answers_and_what_was_typed() {
+    let mut b = Builder::new();
+    b.create("api", "REST endpoints", None, 0)
+        .to("api", Status::Working, "", 10)
+        .to("api", Status::AgentReview, HANDOFF, 20)
+        .to("api", Status::Reviewing, PASS, 30);
+    let mut app = app_of(&b);
+    app.on_key(ch('a'));
+    let screen = draw(&app, 40, 20);
+    assert!(screen.contains(" y/n: Approve api?"), "{screen}");
+    app.on_key(ch('n'));
+    app.on_key(ch('x'));
+    for c in "please also add a French greeting line and a Spanish one, and test both".chars() {
+        app.on_key(ch(c));
+    }
+    let screen = draw(&app, 60, 20);
+    assert!(screen.contains("…") && screen.contains("and test both▏"), "{screen}");
+    app.on_key(key(KeyCode::Esc));
+    let long = "refused: merge-ri failed: merging warden/a2 into main conflicts in: same.txt; resolve it in the task's worktree (cd /tmp/x/.warden/worktrees/a2 && git merge main, fix, git commit) and run this again, or send the work back with `warden task reject a2 --reason \"...\"`";
+    app.set_message(crate::app::Message {
+        error: true,
+        text: long.into(),
+    });
+    let screen = draw(&app, 100, 24);
+    let joined: String = screen.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.contains("git merge main, fix, git commit")
+            && joined.contains("warden task reject a2"),
+        "{screen}"
+    );
 }

@@ -9,6 +9,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
     Block, Borders, Cell, Clear, HighlightSpacing, Padding, Paragraph, Row, Table, TableState,
+    Wrap,
 };
 use warden_core::model::{Status, Task};
 use warden_core::progress::GateStatus;
@@ -72,7 +73,7 @@ pub fn render(frame: &mut Frame, app: &App, now: Timestamp) {
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Fill(1),
-        Constraint::Length(1),
+        Constraint::Length(status_height(app, area)),
         Constraint::Length(1),
     ])
     .areas(area);
@@ -142,8 +143,10 @@ fn render_header(frame: &mut Frame, app: &App, head: Rect, counts: Rect) {
     let counts_line = Line::from(spans);
     let counts_used = counts_line.width() as u16;
     frame.render_widget(Paragraph::new(counts_line), counts);
-    // Whether anything will move: the supervisors, at the right of the first line.
-    let sup = match app.supervisors() {
+    // Whether anything will move: the supervisors, at the right of the first line; in
+    // full, else short, and on a narrow terminal over the end of the counts (it is what
+    // a person must see first: at 80 columns it was dropped).
+    let sup: Option<(Span, Span)> = match app.supervisors() {
         None => None,
         Some(sups) if warden_app::status::any_alive(sups) => {
             let here: Vec<String> = sups
@@ -160,40 +163,54 @@ fn render_header(frame: &mut Frame, app: &App, head: Rect, counts: Rect) {
                 .flat_map(|s| s.failing.iter().map(|f| f.task.as_str()))
                 .collect();
             Some(if failing.is_empty() {
-                Span::styled(
-                    format!("● supervisor {} ", here.join(", ")),
-                    Style::new().fg(Color::Green),
+                let style = Style::new().fg(Color::Green);
+                (
+                    Span::styled(format!("● supervisor {} ", here.join(", ")), style),
+                    Span::styled("● supervisor ", style),
                 )
             } else {
-                Span::styled(
-                    format!(
-                        "● supervisor {} · ✗ steps failing: {} (`warden status`) ",
-                        here.join(", "),
-                        failing.join(", ")
+                let style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
+                (
+                    Span::styled(
+                        format!(
+                            "● supervisor {} · ✗ steps failing: {} (`warden status`) ",
+                            here.join(", "),
+                            failing.join(", ")
+                        ),
+                        style,
                     ),
-                    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+                    Span::styled("● ✗ steps failing ", style),
                 )
             })
         }
-        Some(_) => Some(Span::styled(
-            "○ no supervisor: `warden run` ",
-            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        )),
-    };
-    // At the right of the first line where it fits, else of the second.
-    if let Some(sup) = sup {
-        let w = sup.width() as u16;
-        let row = [(head, head_used), (counts, counts_used)]
-            .into_iter()
-            .find(|(r, used)| r.width > used + w);
-        if let Some((r, _)) = row {
-            let right = Rect {
-                x: r.x + r.width - w,
-                width: w,
-                ..r
-            };
-            frame.render_widget(Paragraph::new(Line::from(sup)), right);
+        Some(_) => {
+            let style = Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD);
+            Some((
+                Span::styled("○ no supervisor: `warden run` ", style),
+                Span::styled("○ no supervisor ", style),
+            ))
         }
+    };
+    if let Some((full, short)) = sup {
+        let fits = |sp: &Span, r: Rect, used: u16| r.width > used + sp.width() as u16;
+        let (sp, r) = [
+            (&full, head, head_used),
+            (&full, counts, counts_used),
+            (&short, head, head_used),
+            (&short, counts, counts_used),
+        ]
+        .into_iter()
+        .find(|(sp, r, used)| fits(sp, *r, *used))
+        .map(|(sp, r, _)| (sp, r))
+        .unwrap_or((&short, counts));
+        let w = (sp.width() as u16).min(r.width);
+        let right = Rect {
+            x: r.x + r.width - w,
+            width: w,
+            ..r
+        };
+        frame.render_widget(Clear, right);
+        frame.render_widget(Paragraph::new(Line::from(sp.clone())), right);
     }
 }
 
@@ -252,7 +269,7 @@ fn render_table(frame: &mut Frame, app: &App, area: Rect, now: Timestamp) {
         [
             Constraint::Fill(2),
             Constraint::Fill(3),
-            Constraint::Length(12),
+            Constraint::Length(13),
             Constraint::Length(9),
             Constraint::Length(5),
             Constraint::Length(2),
@@ -522,17 +539,47 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
                 app.rows().len()
             )),
         ]),
-        Mode::Confirm(cmd) => Line::from(Span::styled(
-            format!(" {}", cmd.question()),
-            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        )),
+        Mode::Confirm(cmd) => {
+            let q = cmd.question();
+            // Narrow: the keys that answer come first, or they are cut off.
+            let q = match q.strip_suffix(" y/n") {
+                Some(ask) if q.chars().count() + 1 > area.width as usize => {
+                    format!("y/n: {ask}")
+                }
+                _ => q,
+            };
+            Line::from(Span::styled(
+                format!(" {q}"),
+                Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            ))
+        }
         Mode::Reason { id, text } => {
+            let mut ask = format!(" Reject {id}: what must change? ");
+            if ask.chars().count() * 2 > area.width as usize {
+                ask = format!(" Reject {id}: ");
+            }
+            // The end of the text and the cursor stay in view: what is typed past the
+            // width scrolls off at the left (it was typed blind past the edge).
+            let room = (area.width as usize).saturating_sub(Span::raw(&ask).width() + 1);
+            let mut shown = text.as_str();
+            let mut cut = false;
+            while Span::raw(shown).width() > room.saturating_sub(usize::from(cut)) {
+                let mut chars = shown.chars();
+                chars.next();
+                shown = chars.as_str();
+                cut = true;
+            }
+            let shown = if cut {
+                format!("…{shown}")
+            } else {
+                shown.to_owned()
+            };
             let mut spans = vec![
                 Span::styled(
-                    format!(" Reject {id}: what must change? "),
+                    ask,
                     Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
                 ),
-                Span::raw(text.clone()),
+                Span::raw(shown),
                 Span::styled("▏", Style::new().fg(Color::Yellow)),
                 label("  Enter sends · Esc keeps it in review"),
             ];
@@ -558,8 +605,25 @@ fn render_status(frame: &mut Frame, app: &App, area: Rect) {
             None => Line::raw(""),
         },
     };
-    frame.render_widget(Paragraph::new(line), area);
+    frame.render_widget(Paragraph::new(line).wrap(Wrap { trim: false }), area);
 }
+
+/// The status line's height: one line, or up to [`STATUS_LINES`] for a message longer
+/// than the screen is wide (a refused merge's paths and commands were cut off, and
+/// nothing showed the rest).
+fn status_height(app: &App, area: Rect) -> u16 {
+    let width = area.width.max(1) as usize;
+    let long = match (app.mode(), app.message()) {
+        (Mode::Normal | Mode::Detail | Mode::Peek, Some(m)) => m.text.chars().count() + 1,
+        _ => 0,
+    };
+    let lines = long.div_ceil(width).clamp(1, STATUS_LINES);
+    // The table keeps room to show where the selection is.
+    (lines as u16).min(area.height.saturating_sub(6).max(1))
+}
+
+/// The most lines a message takes at the bottom of the screen.
+const STATUS_LINES: usize = 4;
 
 fn render_peek(frame: &mut Frame, app: &App, area: Rect) {
     let Some(t) = app.selected_task() else {

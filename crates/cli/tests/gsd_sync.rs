@@ -673,6 +673,35 @@ fn finishing_a_plan_in_warden_writes_its_summary_and_progress() {
     ws.check_ok();
 }
 
+/// The write-back's counts leave a cancelled plan out, as Warden's own progress does,
+/// and keep `total_phases` true: a cancel changed nothing in `.planning/STATE.md` (50 %
+/// where `warden status` said 100 %), and `total_phases` was never rewritten (the
+/// Am4nn__Owe corpus tree read 7 phases, 9 of them complete).
+#[test]
+fn the_planning_state_md_counts_leave_cancelled_plans_out() {
+    let ws = Workspace::new("gsd-writeback-cancel");
+    ws.write(".planning/phases/01-a/01-01-PLAN.md", PLAN);
+    ws.write(".planning/phases/01-a/01-01-SUMMARY.md", "done\n");
+    ws.write(".planning/phases/02-b/02-01-PLAN.md", PLAN);
+    ws.write(
+        ".planning/STATE.md",
+        "---\nprogress:\n  total_phases: 1\n  completed_phases: 0\n  total_plans: 2\n  completed_plans: 0\n  percent: 0\n---\n\nProgress: [░░░░░░░░░░] 0%\n",
+    );
+    ws.ok(&["plan", "sync"]);
+    let state = std::fs::read_to_string(ws.path(".planning/STATE.md")).unwrap();
+    assert!(
+        state.contains("total_phases: 2\n  completed_phases: 1\n  total_plans: 2\n  completed_plans: 1\n  percent: 50\n"),
+        "{state}"
+    );
+    ws.ok(&["task", "cancel", "02-b"]);
+    let state = std::fs::read_to_string(ws.path(".planning/STATE.md")).unwrap();
+    assert_eq!(
+        state,
+        "---\nprogress:\n  total_phases: 1\n  completed_phases: 1\n  total_plans: 1\n  completed_plans: 1\n  percent: 100\n---\n\nProgress: [██████████] 100%\n"
+    );
+    ws.check_ok();
+}
+
 /// A phase a person cancels stays cancelled through later syncs: a plan added to it is
 /// created cancelled (with a note), and the next phase no longer waits for it by GSD's
 /// order, so the roadmap goes on. Before, the new plan was pending under the cancelled

@@ -186,6 +186,7 @@ pub fn gsd_tree(data: &[u8]) {
     let p = writeback::GsdProgress {
         total_plans: 3,
         completed_plans: 1,
+        total_phases: 1,
         completed_phases: 0,
     };
     if let Some(out) = writeback::update_state_md(&text, &p) {

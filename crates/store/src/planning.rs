@@ -48,7 +48,10 @@ pub(crate) fn write_back(eng: &Engine, changes: &[Change]) {
         }
         let was_done = ch.before.as_ref().map(|b| b.status() == Status::Done);
         let is_done = t.status() == Status::Done;
-        if was_done == Some(is_done) {
+        // A cancelled plan leaves the counts too (it counts neither as open nor done).
+        let was_cancelled = ch.before.as_ref().map(|b| b.status() == Status::Cancelled);
+        let is_cancelled = t.status() == Status::Cancelled;
+        if was_done == Some(is_done) && was_cancelled == Some(is_cancelled) {
             continue;
         }
         if is_done

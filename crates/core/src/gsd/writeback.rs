@@ -116,11 +116,14 @@ fn yaml_scalar(s: &str) -> String {
 /// GSD's progress over the plans of the active milestone (`phases/`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GsdProgress {
-    /// Plans under `phases/`.
+    /// Plans under `phases/`, but those cancelled (which count neither as open nor as
+    /// done, as in Warden's own progress).
     pub total_plans: usize,
     /// Those done.
     pub completed_plans: usize,
-    /// Phases under `phases/` whose plans are all done.
+    /// Phases under `phases/`, but those whose plans are all cancelled.
+    pub total_phases: usize,
+    /// Phases under `phases/` whose plans (but the cancelled) are all done.
     pub completed_phases: usize,
 }
 
@@ -148,7 +151,8 @@ impl GsdProgress {
 /// from the tasks it made: a plan counts as done when its task is done.
 pub fn progress(tasks: &[Task], root: &str) -> GsdProgress {
     let mut p = GsdProgress::default();
-    let mut phases: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    // Per phase: its plans, those that count (not cancelled), those done.
+    let mut phases: std::collections::BTreeMap<&str, (usize, usize, usize)> = Default::default();
     for t in tasks {
         let Some(o) = &t.spec.origin else { continue };
         if o.tool != TOOL || o.root != root || !o.path.starts_with("phases/") {
@@ -158,26 +162,34 @@ pub fn progress(tasks: &[Task], root: &str) -> GsdProgress {
             phases.entry(t.id().as_str()).or_default();
             continue;
         }
-        p.total_plans += 1;
+        let counts = t.status() != Status::Cancelled;
         let done = t.status() == Status::Done;
+        p.total_plans += usize::from(counts);
         p.completed_plans += usize::from(done);
         if let Some(parent) = &t.spec.parent {
             let e = phases.entry(parent.as_str()).or_default();
             e.0 += 1;
-            e.1 += usize::from(done);
+            e.1 += usize::from(counts);
+            e.2 += usize::from(done);
         }
     }
+    // A phase with no plan yet is one still to plan; one whose plans are all cancelled
+    // was dropped.
+    p.total_phases = phases
+        .values()
+        .filter(|(all, counted, _)| *all == 0 || *counted > 0)
+        .count();
     p.completed_phases = phases
         .values()
-        .filter(|(n, done)| *n > 0 && n == done)
+        .filter(|(_, counted, done)| *counted > 0 && counted == done)
         .count();
     p
 }
 
 /// STATE.md with its progress brought up to date: the first `Progress:` line of the body
 /// (`Progress: [█████░░░░░] 50%`) and, in the frontmatter's `progress:` block, the
-/// `completed_plans`, `total_plans`, `completed_phases` and `percent` values that are
-/// there. Nothing is added; `None` when nothing changes.
+/// `completed_plans`, `total_plans`, `completed_phases`, `total_phases` and `percent`
+/// values that are there. Nothing is added; `None` when nothing changes.
 pub fn update_state_md(text: &str, p: &GsdProgress) -> Option<String> {
     let mut out = String::with_capacity(text.len() + 16);
     let mut in_front = false;
@@ -204,6 +216,7 @@ pub fn update_state_md(text: &str, p: &GsdProgress) -> Option<String> {
                     "completed_plans" => Some(p.completed_plans),
                     "total_plans" => Some(p.total_plans),
                     "completed_phases" => Some(p.completed_phases),
+                    "total_phases" => Some(p.total_phases),
                     "percent" => Some(p.percent()),
                     _ => None,
                 };
@@ -358,6 +371,22 @@ mod tests {
                 "milestones/v1-phases/00-x/00-01-PLAN.md",
                 Status::Done,
             ),
+            // A cancelled plan counts neither as open nor as done; a phase of nothing
+            // but cancelled plans is no phase; one with no plan yet is still to plan.
+            task(
+                "02-03",
+                Some("02-b"),
+                "phases/02-b/02-03-PLAN.md",
+                Status::Cancelled,
+            ),
+            task("03-c", None, "phases/03-c", Status::Cancelled),
+            task(
+                "03-01",
+                Some("03-c"),
+                "phases/03-c/03-01-PLAN.md",
+                Status::Cancelled,
+            ),
+            task("04-d", None, "phases/04-d", Status::Pending),
         ];
         let p = progress(&tasks, ".planning");
         assert_eq!(
@@ -365,6 +394,7 @@ mod tests {
             GsdProgress {
                 total_plans: 3,
                 completed_plans: 2,
+                total_phases: 3,
                 completed_phases: 1
             }
         );
@@ -377,9 +407,10 @@ mod tests {
         let p = GsdProgress {
             total_plans: 4,
             completed_plans: 3,
+            total_phases: 2,
             completed_phases: 1,
         };
-        let text = "---\nmilestone: v1.0\nprogress:\n  total_phases: 2\n  completed_phases: 0\n  total_plans: 4\n  completed_plans: 2\n  percent: 50\n---\n\n# Project State\n\nProgress: [█████░░░░░] 50%\n\nProgress: kept\n";
+        let text = "---\nmilestone: v1.0\nprogress:\n  total_phases: 1\n  completed_phases: 0\n  total_plans: 4\n  completed_plans: 2\n  percent: 50\n---\n\n# Project State\n\nProgress: [█████░░░░░] 50%\n\nProgress: kept\n";
         let out = update_state_md(text, &p).unwrap();
         assert_eq!(
             out,

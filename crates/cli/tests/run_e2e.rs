@@ -1294,8 +1294,9 @@ fn a_tmux_session_is_reported_with_its_own_status_when_no_hook_can_run() {
     });
     std::fs::remove_file(&copy).unwrap();
     std::fs::write(&go, "").unwrap();
-    let t = done_with_its_own_code(&p, child);
+    let (t, out) = done_with_its_own_code(&p, child);
     assert_eq!(t["attempts"], 0, "{t}");
+    assert!(out.contains("session s-worker-1 ended (exit 0)"), "{out}");
 }
 
 /// Creates task `s` whose work waits for the file `go` in the project, then writes
@@ -1341,7 +1342,7 @@ fn pane_printed(p: &Project, id: &str, line: &str) {
 
 /// Waits for `run --until-idle` to end, and checks that it ended well, that task `s` is
 /// done, and that its one session ended with its own code, 0. Returns the task.
-fn done_with_its_own_code(p: &Project, run: std::process::Child) -> Value {
+fn done_with_its_own_code(p: &Project, run: std::process::Child) -> (Value, String) {
     let o = crate::hostile::finish(run, Duration::from_secs(120), "warden run --until-idle");
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
@@ -1352,6 +1353,8 @@ fn done_with_its_own_code(p: &Project, run: std::process::Child) -> Value {
     );
     let t = p.task("s");
     assert_eq!(t["status"], "done", "{out}");
+    // An end seen with its own status is said as an end, not as one nobody saw.
+    assert!(!out.contains("unseen"), "{out}");
     let history = p.ok(&["--json", "history", "s"]);
     let codes: Vec<Value> = history
         .lines()
@@ -1360,7 +1363,7 @@ fn done_with_its_own_code(p: &Project, run: std::process::Child) -> Value {
         .map(|e| e["data"]["exit_code"].clone())
         .collect();
     assert_eq!(codes, [0], "{history}");
-    t
+    (t, out.into_owned())
 }
 
 /// A tmux listing that fails for a while (tmux did not answer) does not end a live

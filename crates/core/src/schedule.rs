@@ -191,7 +191,9 @@ impl Action {
                 kill: true,
                 ..
             } => format!("killing session {session}"),
-            Action::ReportGone { session } => format!("session {session} is gone; reporting it"),
+            Action::ReportGone { session } => {
+                format!("session {session} ended; recording its end")
+            }
             Action::ResetWorktree => "resetting the worktree to its base".into(),
             Action::RemoveWorktree => "removing the merged worktree".into(),
         }

@@ -188,9 +188,12 @@ impl Step<'_> {
                         grace,
                     );
                 }
-                let code = recorded
-                    .or(pane.as_ref().and_then(|p| p.dead_status))
-                    .unwrap_or(schedule::UNKNOWN_EXIT);
+                let known = recorded.or(pane.as_ref().and_then(|p| p.dead_status));
+                let code = known.unwrap_or(schedule::UNKNOWN_EXIT);
+                // Seen to end with its exit status (a tmux pane kept dead, a host's exit
+                // file) is a normal end the run recorded before its reporter did; only an
+                // end nothing saw is "unseen" (every tmux session's end read so).
+                let how = if known.is_some() { "ended" } else { "ended unseen" };
                 // Nothing wrote its end in the log (a pane's hook, a host): the log
                 // stopped mid-output, and `task log` gave no hint why.
                 if recorded.is_none() && pane.is_none() {
@@ -216,10 +219,10 @@ impl Step<'_> {
                 self.app.exited(id, &report)?;
                 files.remove();
                 Ok(Some(if remains.is_empty() {
-                    format!("session {session} ended unseen (exit {code})")
+                    format!("session {session} {how} (exit {code})")
                 } else {
                     format!(
-                        "session {session} ended unseen (exit {code}); its pane was gone but its program ran on (process group {}): stopped",
+                        "session {session} {how} (exit {code}); its pane was gone but its program ran on (process group {}): stopped",
                         warden_runner::check::group_list(&remains)
                     )
                 }))

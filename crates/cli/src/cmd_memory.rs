@@ -33,6 +33,7 @@ pub enum MemoryCmd {
         request_id: Option<String>,
     },
     /// Print the memory as it is embedded in prompts.
+    #[command(after_help = "Example:\n  warden memory dump api")]
     Dump {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,

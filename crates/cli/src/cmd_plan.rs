@@ -63,8 +63,12 @@ pub enum PlanCmd {
         file: PathBuf,
     },
     /// Print the whole tree as JSON, in the import shape.
+    #[command(
+        after_help = "Its `as_of_event` lets `plan apply` refuse a file another writer made stale.\n\nExample:\n  warden plan export > tree.json     # edit it, then `warden plan apply tree.json …`"
+    )]
     Export,
     /// Print the tree with statuses.
+    #[command(after_help = "Examples:\n  warden plan show\n  warden --json plan show")]
     Show,
     /// Reconcile a tree an agent edited (the JSON of `plan export`) for a selected node.
     #[command(
@@ -72,6 +76,9 @@ pub enum PlanCmd {
     )]
     Apply(ApplyArgs),
     /// Name the leftmost open leaf whose dependencies are done.
+    #[command(
+        after_help = "Examples:\n  warden plan next\n  warden --json plan next     # {\"next\": …, \"state\": …}"
+    )]
     Next,
     /// Draw the plan: groups as boxes around their children, dependencies as arrows,
     /// every task coloured by its status.

@@ -77,6 +77,9 @@ pub struct StateArgs {
 #[derive(Subcommand, Debug)]
 pub enum StateCmd {
     /// Report every difference between .warden/STATE.md and the derived state; exit 1 if any.
+    #[command(
+        after_help = "Example:\n  warden state verify || warden state --write     # rewrite it from the store"
+    )]
     Verify,
 }
 

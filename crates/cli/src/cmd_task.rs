@@ -110,6 +110,14 @@ pub enum TaskCmd {
         reason: String,
     },
     /// Cancel a task (terminal).
+    #[command(
+        after_help = "Its session is stopped and its work is never merged. A group's cancel cancels every
+unfinished task in it, and what is placed under it later.
+
+Examples:
+  warden task cancel docs --reason \"dropped from the release\"
+  warden task cancel 02-api     # a group: every task in it"
+    )]
     Cancel {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,
@@ -126,6 +134,7 @@ pub enum TaskCmd {
         id: Option<String>,
     },
     /// Ask for a session for a task now (the supervisor starts it); same rules as respawn.
+    #[command(after_help = "Example:\n  warden task spawn api")]
     Spawn {
         /// Task id (default: $WARDEN_TASK_ID).
         id: Option<String>,

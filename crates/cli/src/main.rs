@@ -92,10 +92,13 @@ enum Command {
     /// Run the supervisor: schedule ready tasks, run their phases and agent sessions.
     Run(cmd_run::RunArgs),
     /// Replay the event log and compare it with the stored tasks; exit 1 on any difference.
+    #[command(
+        after_help = "Run it after a crash, a restore or a hand edit of the store.\n\nExample:\n  warden check"
+    )]
     Check,
     /// The terminal dashboard: every task, live; approve, reject, respawn, retry and cancel from it.
     #[command(
-        after_help = "Keys: ↑↓/jk move · Enter details · a approve · x reject · s respawn · r retry · c cancel · p peek · / filter · q quit\n(every key that changes a task asks first: approve, reject, respawn, retry, cancel)"
+        after_help = "Example:\n  warden dashboard     # in the project; q quits\n\nKeys: ↑↓/jk move · Enter details · a approve · x reject · s respawn · r retry · c cancel · p peek · / filter · q quit\n(every key that changes a task asks first: approve, reject, respawn, retry, cancel)"
     )]
     Dashboard,
     /// The web console: every task, live, in a browser; approve, reject, retry, respawn
@@ -105,6 +108,7 @@ enum Command {
     )]
     Serve(cmd_serve::ServeArgs),
     /// Run a sample plan end to end in a temporary workspace.
+    #[command(after_help = "Example:\n  cargo run --release -- demo     # or: warden demo")]
     Demo(demo::DemoArgs),
     /// Serve Warden over MCP on stdio: tools, resources (STATE.md, TASK.md) and prompts.
     #[command(
@@ -424,4 +428,44 @@ fn init(g: &Global, store: Option<&str>) -> Result<(), Failure> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+
+    /// Every command a person can type teaches by example in its `--help` (ten had
+    /// none): the whole command tree is walked, hidden commands and `help` left out.
+    #[test]
+    fn every_command_help_has_an_example() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let subs: Vec<&clap::Command> = cmd
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set() && c.get_name() != "help")
+                .collect();
+            if subs.is_empty() {
+                let text = cmd
+                    .get_after_help()
+                    .map(|t| t.to_string())
+                    .unwrap_or_default()
+                    + &cmd
+                        .get_after_long_help()
+                        .map(|t| t.to_string())
+                        .unwrap_or_default();
+                if !text.contains("Example") {
+                    missing.push(path.to_owned());
+                }
+            }
+            for s in subs {
+                walk(s, &format!("{path} {}", s.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(
+            &<Cli as clap::CommandFactory>::command(),
+            "warden",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "no example in the help of: {missing:?}");
+    }
 }

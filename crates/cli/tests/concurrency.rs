@@ -397,7 +397,11 @@ fn concurrent_placements_never_break_the_tree_rules_together() {
             s(&["task", "edit", &a, "--parent", &b]),
             s(&["task", "edit", &b, "--parent", &a]),
         );
-        assert_ne!(got, (0, 0), "round {i}: {a} and {b} are each other's parent");
+        assert_ne!(
+            got,
+            (0, 0),
+            "round {i}: {a} and {b} are each other's parent"
+        );
         // Dependencies in a cycle.
         let got = pair(
             s(&["task", "edit", &x, "--depends-on", &y]),
@@ -409,7 +413,11 @@ fn concurrent_placements_never_break_the_tree_rules_together() {
             s(&["task", "update", &p, "--status", "working"]),
             s(&["task", "edit", &c, "--parent", &p]),
         );
-        assert_ne!(got, (0, 0), "round {i}: {c} went under {p}, which is working");
+        assert_ne!(
+            got,
+            (0, 0),
+            "round {i}: {c} went under {p}, which is working"
+        );
         // An open task under a group being cancelled.
         let got = pair(
             s(&["task", "cancel", &g]),

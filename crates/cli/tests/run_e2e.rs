@@ -1189,12 +1189,11 @@ fn a_step_that_keeps_failing_waits_between_tries_and_ends_the_run_named() {
         "{text}"
     );
     assert!(
-        !p.root.join(".warden/runners").read_dir().unwrap().any(|e| {
-            e.unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "json")
-        }),
+        !p.root
+            .join(".warden/runners")
+            .read_dir()
+            .unwrap()
+            .any(|e| { e.unwrap().path().extension().is_some_and(|x| x == "json") }),
         "the ended run withdrew its announcement"
     );
     // A run that ends with nothing failing clears it.
@@ -1837,11 +1836,7 @@ exit 0
         ),
     )
     .unwrap();
-    std::fs::set_permissions(
-        &hook,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut approve = p.cmd(&["task", "approve", "r"]).spawn().unwrap();
     std::fs::write(&pid_file, approve.id().to_string()).unwrap();
     let status = approve.wait().unwrap();

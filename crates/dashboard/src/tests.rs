@@ -893,7 +893,10 @@ fn narrow_screens_keep_what_answers_and_what_was_typed() {
         app.on_key(ch(c));
     }
     let screen = draw(&app, 60, 20);
-    assert!(screen.contains("…") && screen.contains("and test both▏"), "{screen}");
+    assert!(
+        screen.contains("…") && screen.contains("and test both▏"),
+        "{screen}"
+    );
     app.on_key(key(KeyCode::Esc));
     let long = "refused: merge-ri failed: merging warden/a2 into main conflicts in: same.txt; resolve it in the task's worktree (cd /tmp/x/.warden/worktrees/a2 && git merge main, fix, git commit) and run this again, or send the work back with `warden task reject a2 --reason \"...\"`";
     app.set_message(crate::app::Message {

@@ -8,8 +8,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
-    Block, Borders, Cell, Clear, HighlightSpacing, Padding, Paragraph, Row, Table, TableState,
-    Wrap,
+    Block, Borders, Cell, Clear, HighlightSpacing, Padding, Paragraph, Row, Table, TableState, Wrap,
 };
 use warden_core::model::{Status, Task};
 use warden_core::progress::GateStatus;

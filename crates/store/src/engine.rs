@@ -333,7 +333,11 @@ impl Engine {
             .heads(std::slice::from_ref(id))?
             .first()
             .is_some_and(|h| h.status == Status::Pending);
-        let tree = if pending { Some(self.lock_tree()?) } else { None };
+        let tree = if pending {
+            Some(self.lock_tree()?)
+        } else {
+            None
+        };
         // One writer of a task at a time from read to mirror: otherwise a second writer
         // could read TASK.md between the first one's commit and its frontmatter rewrite,
         // and take the stale mirror for an agent's tampering.
@@ -369,9 +373,10 @@ impl Engine {
             // Under the tree's lock: a task placed under this one since its writer looked
             // made it a group, whose status comes from its tasks (only a cancel moves it).
             if pending
-                && change.after.as_ref().is_some_and(|a| {
-                    !matches!(a.status(), Status::Pending | Status::Cancelled)
-                })
+                && change
+                    .after
+                    .as_ref()
+                    .is_some_and(|a| !matches!(a.status(), Status::Pending | Status::Cancelled))
                 && !self.store.child_ids(id)?.is_empty()
             {
                 return Err(Failure::refused(format!(

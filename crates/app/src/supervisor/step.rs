@@ -193,7 +193,11 @@ impl Step<'_> {
                 // Seen to end with its exit status (a tmux pane kept dead, a host's exit
                 // file) is a normal end the run recorded before its reporter did; only an
                 // end nothing saw is "unseen" (every tmux session's end read so).
-                let how = if known.is_some() { "ended" } else { "ended unseen" };
+                let how = if known.is_some() {
+                    "ended"
+                } else {
+                    "ended unseen"
+                };
                 // Nothing wrote its end in the log (a pane's hook, a host): the log
                 // stopped mid-output, and `task log` gave no hint why.
                 if recorded.is_none() && pane.is_none() {

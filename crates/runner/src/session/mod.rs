@@ -523,7 +523,10 @@ fn open_log(opts: &mut OpenOptions, path: &Path) -> std::io::Result<File> {
 /// starts a line of its own: output whose last line has no newline (`printf done`)
 /// ran into "--- session … exited" before.
 pub fn note(path: &Path, line: &str) {
-    if let Ok(mut f) = open_log(OpenOptions::new().create(true).read(true).append(true), path) {
+    if let Ok(mut f) = open_log(
+        OpenOptions::new().create(true).read(true).append(true),
+        path,
+    ) {
         let len = f.metadata().map_or(0, |m| m.len());
         let mut tail = Vec::new();
         let read = f.seek(SeekFrom::Start(len.saturating_sub(256))).is_ok()

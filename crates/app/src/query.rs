@@ -342,6 +342,16 @@ impl App {
         let (text, omitted_bytes) = match files::read_text(&self.ws().dir, &path) {
             Ok(text) => (text, 0),
             Err(FileError::Missing(_)) => {
+                // A group never has a session: its tasks do.
+                let children = self.eng.store.child_ids(id)?;
+                if let Some(first) = children.first() {
+                    let shown: Vec<&str> = children.iter().take(5).map(TaskId::as_str).collect();
+                    let more = if children.len() > 5 { ", …" } else { "" };
+                    return Err(Failure::not_found(format!(
+                        "{id} is a group: sessions run for the tasks in it ({}{more}); `warden task log {first}`",
+                        shown.join(", ")
+                    )));
+                }
                 return Err(Failure::not_found(format!(
                     "no output captured for {id} yet; output appears once `warden run` starts its session"
                 )));

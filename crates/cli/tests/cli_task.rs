@@ -1122,7 +1122,7 @@ fn cancel_respawn_and_log() {
         let o = ws.expect(&["task", verb, "c"], 1);
         assert_eq!(
             err_line(&o),
-            "refused: task c is pending: `warden run` starts its first session once its dependencies are done (a spawn or respawn asks for another session of a task that is working, in clarification, stuck or in agent-review)"
+            "refused: task c is pending: `warden run` starts its first session as soon as it is ready, with no dependency left unfinished (a spawn or respawn asks for another session of a task that is working, in clarification, stuck or in agent-review)"
         );
     }
     ws.to("c", "working");
@@ -2011,6 +2011,11 @@ fn a_groups_cancel_cancels_what_is_inside_it_and_nothing_under_it_runs() {
     assert_eq!(
         err_line(&o),
         "refused: g2 is a group: agents work on the tasks in it (w2), and each has its own prompt: `warden prompt w2`"
+    );
+    let o = ws.expect(&["task", "log", "g2"], 3);
+    assert_eq!(
+        err_line(&o),
+        "error: g2 is a group: sessions run for the tasks in it (w2); `warden task log w2`"
     );
     let o = ws.ok(&["task", "cancel", "g2"]);
     let out = String::from_utf8_lossy(&o.stdout);

@@ -1153,7 +1153,7 @@ pub fn request_respawn(task: &Task, ctx: &Ctx<'_>) -> Result<Change, Refusal> {
         // started: say when it will.
         return Err(Refusal::Respawn {
             id,
-            why: "is pending: `warden run` starts its first session once its dependencies are done (a spawn or respawn asks for another session of a task that is working, in clarification, stuck or in agent-review)".into(),
+            why: "is pending: `warden run` starts its first session as soon as it is ready, with no dependency left unfinished (a spawn or respawn asks for another session of a task that is working, in clarification, stuck or in agent-review)".into(),
         });
     }
     if role_for(task.status()).is_none() {

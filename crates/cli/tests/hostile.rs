@@ -732,6 +732,20 @@ fn fifos_planted_as_locks_and_logs_hold_up_nothing() {
     assert_eq!(code(&o), 0, "{}", describe(&["task", "create", "u"], &o));
     assert!(text(&o.stderr).contains("STATE.md not updated"), "{o:?}");
     std::fs::remove_file(ws.path(".warden/state.lock")).unwrap();
+    // The configuration: said what is wrong with it (a FIFO read for ever through
+    // `--dir`; found otherwise, "no Warden workspace … run `warden init`").
+    let toml = std::fs::read(ws.path(".warden/warden.toml")).unwrap();
+    mkfifo(".warden/warden.toml");
+    for args in [&["task", "list"][..], &["--dir", ".", "task", "list"][..]] {
+        let o = within(args);
+        assert_eq!(code(&o), 2, "{}", describe(args, &o));
+        assert_eq!(
+            err_line(&o),
+            "error: .warden/warden.toml: is not a regular file (a directory, FIFO or device is there) but must hold the configuration; fix the file (see `warden init` for the defaults)"
+        );
+    }
+    std::fs::remove_file(ws.path(".warden/warden.toml")).unwrap();
+    std::fs::write(ws.path(".warden/warden.toml"), toml).unwrap();
     mkfifo(".warden/tasks/t/output.log");
     assert_eq!(code(&within(&["task", "peek", "t"])), 0);
     let o = within(&["run", "--until-idle"]);

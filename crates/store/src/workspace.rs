@@ -86,7 +86,9 @@ impl Workspace {
         let start = absolute(start);
         let mut cur = Some(start.as_path());
         while let Some(d) = cur {
-            if d.join(DIR_NAME).join("warden.toml").is_file() {
+            // Any file there marks the workspace (its configuration says what is wrong
+            // with it, rather than "no workspace … run `warden init`", which refuses).
+            if std::fs::symlink_metadata(d.join(DIR_NAME).join("warden.toml")).is_ok() {
                 utf8(d)?;
                 return Ok(Workspace::at(d));
             }
@@ -167,9 +169,25 @@ impl Workspace {
     pub fn config(&self) -> Result<Config, crate::config::ConfigError> {
         let path = self.config_path();
         let shown = self.display(&path);
+        // Never opened unless a regular file: reading a FIFO put there waited for ever.
+        if let Ok(meta) = std::fs::metadata(&path)
+            && !meta.is_file()
+        {
+            return Err(crate::config::ConfigError {
+                path: shown,
+                message: "is not a regular file (a directory, FIFO or device is there) but must hold the configuration".into(),
+            });
+        }
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            // A link to nothing is not an absent file: its defaults would be taken
+            // silently for the configuration it was meant to point at.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && std::fs::symlink_metadata(&path).is_err() =>
+            {
+                String::new()
+            }
             Err(e) => {
                 return Err(crate::config::ConfigError {
                     path: shown,

@@ -1245,14 +1245,26 @@ fn a_workers_end_after_its_hand_off_is_not_the_reviewers() {
     ws.review("t", "PASS");
     assert_eq!(code(&as_worker(&["task", "exited", "--exit-code", "0"])), 0);
     assert_eq!(ws.status("t"), "agent-review");
-    // The reviewer's end is the one that moves it.
-    let o = ws
-        .cmd()
-        .args(["task", "exited", "t", "--exit-code", "0"])
-        .env("WARDEN_TASK_ID", "t")
-        .env("WARDEN_ROLE", "reviewer")
-        .output()
-        .unwrap();
+    let as_reviewer = |args: &[&str]| {
+        ws.cmd()
+            .args(args)
+            .env("WARDEN_TASK_ID", "t")
+            .env("WARDEN_ROLE", "reviewer")
+            .output()
+            .unwrap()
+    };
+    // The worker's PASS is no review: a reviewer started by hand that writes nothing
+    // did not pass it (its end advanced the task to reviewing on the worker's word),
+    // nor does its move to reviewing.
+    let o = as_reviewer(&["task", "update", "t", "--status", "reviewing"]);
+    assert_eq!(code(&o), 1, "{}", text(&o.stderr));
+    let o = as_reviewer(&["task", "exited", "t", "--exit-code", "0", "--session", "r1"]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    assert_eq!(ws.status("t"), "agent-review");
+    assert_eq!(ws.show("t")["crash_count"], 1, "a reviewer's end without a verdict");
+    // The reviewer's own verdict is the one that moves it.
+    ws.review("t", "PASS, by the reviewer");
+    let o = as_reviewer(&["task", "exited", "t", "--exit-code", "0", "--session", "r2"]);
     assert_eq!(code(&o), 0, "{}", text(&o.stderr));
     assert_eq!(ws.status("t"), "reviewing");
     ws.check_ok();

@@ -252,6 +252,12 @@ pub enum EventKind {
         /// (a worker's hand-off, its question, …). Absent in older events.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after: Option<Status>,
+        /// A worker's end after its hand-off: the `## Review` in TASK.md as it ended,
+        /// which the worker (not a reviewer) wrote and which never counts for the
+        /// review (a reviewer started by `warden run` judges it at its start; one
+        /// started by hand had nothing to). Absent in older events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        judged: Option<EvidenceRef>,
     },
     /// `guard.ran`: postchecks ran at a gated transition.
     GuardRan {
@@ -422,6 +428,7 @@ impl EventKind {
                 stopped,
                 reason,
                 after,
+                ..
             } => {
                 let who = match role {
                     Some(r) => format!("{r} {}", session.as_deref().unwrap_or("(unnamed)")),
@@ -640,6 +647,7 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
         EventKind::SessionExited {
             session,
             disposition,
+            judged,
             ..
         } => match disposition {
             Disposition::Duplicate => {}
@@ -647,6 +655,7 @@ pub fn apply(task: Option<Task>, ev: &Event) -> Result<Option<Task>, ReplayError
                 if let Some(rec) = named(&mut r.sessions, session.as_deref()) {
                     rec.ended = true;
                 }
+                judge(r, judged.as_ref());
             }
             Disposition::Unstarted => {
                 if let Some(rec) = named(&mut r.sessions, session.as_deref()) {

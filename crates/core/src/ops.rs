@@ -903,6 +903,11 @@ pub fn exited(
         role: record.map(|r| r.role),
         stopped: record.is_some_and(|r| r.stop.is_some()),
         after: (decision.disposition == Disposition::Stale).then(|| task.status()),
+        judged: (decision.disposition == Disposition::Stale
+            && record.map(|r| r.role).or(report.role) == Some(Role::Worker)
+            && task.status() == Status::AgentReview)
+            .then(|| task.fresh(&input.artifacts).review.as_ref().map(evidence_ref))
+            .flatten(),
     }];
     if decision.disposition != Disposition::Current {
         return Change::build(Some(task), task.id(), kinds, ctx, outcome);

@@ -662,6 +662,7 @@ pub fn react_unstarted(t: &Task, session: &str, ctx: &Ctx<'_>) -> Option<Result<
         stopped: rec.stop.is_some(),
         reason: None,
         after: None,
+        judged: None,
     }];
     let outcome = ops::Outcome::Exit(ExitDecision {
         disposition: Disposition::Unstarted,

@@ -426,6 +426,7 @@ fn events_keep_their_order(open: Open) {
                         role: None,
                         stopped: false,
                         after: None,
+                        judged: None,
                     }];
                     s.commit(batch(vec![ops::record(&t, kinds, &ctx()).unwrap()]))
                         .unwrap();

@@ -444,7 +444,14 @@ impl App {
         let place = self.place(&dir)?;
         let tree = crate::gsd_read::read_planning(&dir)?;
         let state_md = dir.join("STATE.md");
-        let state_before = std::fs::read(&state_md).ok();
+        // Read only as a regular file: a FIFO put there held the sync for ever.
+        let read_state = || {
+            std::fs::symlink_metadata(&state_md)
+                .is_ok_and(|m| m.is_file())
+                .then(|| std::fs::read(&state_md).ok())
+                .flatten()
+        };
+        let state_before = read_state();
         let mut wanted = gsd::sync::plan(&tree, &place, self.eng.config.limits.max_attempts);
         let mut warnings = tree.warnings.clone();
         warnings.append(&mut wanted.warnings);
@@ -534,7 +541,7 @@ impl App {
         }
         let plans: Vec<&gsd::Plan> = tree.plans().collect();
         let mut wrote = Vec::new();
-        if state_before.is_some() && std::fs::read(&state_md).ok() != state_before {
+        if state_before.is_some() && read_state() != state_before {
             wrote.push(state_md.display().to_string());
         }
         Ok(Synced {

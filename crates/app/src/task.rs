@@ -501,6 +501,12 @@ impl App {
 
     /// A status change of one task, as [`App::transition`] decided it is to be taken.
     fn transition_leaf(&self, req: &Transition, seen: Option<u64>) -> Result<Answer> {
+        // A stale request is refused before anything is done for it: its cancel stopped
+        // the task's running check, and then the 409 said nothing was written. (Looked
+        // at again under the task's lock below.)
+        if seen.is_some() {
+            crate::person::unchanged_since(&self.get(&req.id)?, seen, verb_of(req.to))?;
+        }
         if req.to == Status::Cancelled && self.eng.actor == warden_core::event::Actor::Person {
             // A person's cancel does not wait behind the task's lock for a check that
             // may run for an hour (the guard of a `task complete`, a direct task's

@@ -82,18 +82,19 @@ pub fn run(g: &Global, cmd: MemoryCmd) -> Result<()> {
         MemoryCmd::Merge { args, request_id } => {
             let (id, file) = match args.as_slice() {
                 [file] => {
-                    let id = id_or_env(None).map_err(|e| {
-                        // `memory merge api` with the delta on stdin: `api` is read as the
-                        // file, and "no task id given" named the wrong thing.
-                        if file != "-" && !std::path::Path::new(file).exists() {
-                            Failure::usage(format!(
-                                "one argument is the delta FILE, and there is no file {file:?}; to merge into task {file}, name the delta too: `warden memory merge {file} FILE` (or `-` for standard input)"
-                            ))
-                        } else {
-                            e
-                        }
-                    })?;
-                    (id, file.clone())
+                    // `memory merge api` with the delta on stdin reads `api` as the file:
+                    // said so, with how to give both (inside a session too, where the
+                    // id comes from WARDEN_TASK_ID and the error was "cannot read the
+                    // memory delta api").
+                    if file != "-"
+                        && !std::path::Path::new(file).exists()
+                        && warden_core::model::TaskId::new(file).is_ok()
+                    {
+                        return Err(Failure::usage(format!(
+                            "one argument is the delta FILE, and there is no file {file:?}; to merge into task {file}, name the delta too: `warden memory merge {file} FILE` (or `-` for standard input)"
+                        )));
+                    }
+                    (id_or_env(None)?, file.clone())
                 }
                 [id, file] => (id_or_env(Some(id.clone()))?, file.clone()),
                 _ => return Err(Failure::usage("usage: warden memory merge [ID] FILE|-")),

@@ -29,12 +29,29 @@ fn memory_merges_from_a_file_and_stdin_with_caps() {
     assert!(!text(&o.stdout).trim().is_empty());
     // The task id alone, the delta on stdin: the one argument is the file, and the
     // message says so (it said "no task id given" though one was).
-    let o = ws.run_stdin(&["memory", "merge", "m"], r#"{"goals": ["x"]}"#);
-    assert_eq!(code(&o), 2, "{}", describe(&["memory", "merge", "m"], &o));
-    assert_eq!(
-        crate::common::err_line(&o),
-        "error: one argument is the delta FILE, and there is no file \"m\"; to merge into task m, name the delta too: `warden memory merge m FILE` (or `-` for standard input)"
-    );
+    for env in [None, Some("m")] {
+        let mut c = ws.cmd();
+        if let Some(id) = env {
+            // Inside an agent session of m.
+            c.env("WARDEN_TASK_ID", id).env("WARDEN_ROLE", "worker");
+        }
+        let mut child = c
+            .args(["memory", "merge", "m"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), br#"{"goals": ["x"]}"#)
+            .unwrap();
+        drop(child.stdin.take());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(code(&o), 2, "{}", describe(&["memory", "merge", "m"], &o));
+        assert_eq!(
+            crate::common::err_line(&o),
+            "error: one argument is the delta FILE, and there is no file \"m\"; to merge into task m, name the delta too: `warden memory merge m FILE` (or `-` for standard input)"
+        );
+    }
     // An array is no delta (serde mapped one onto the fields by position).
     let before = ws.history();
     for array in [r#"[["goal via array"], ["constraint"]]"#, "[]", " \n[1]"] {

@@ -433,3 +433,68 @@ fn concurrent_placements_never_break_the_tree_rules_together() {
     }
     ws.check_ok();
 }
+
+/// A placement that must wait for one task's lock (a running check holds it) lets go of
+/// the tree's lock while it waits: it held it, and every create, edit and start in the
+/// project waited behind it for up to `busy_timeout_ms`, then failed with exit 4. Here
+/// an unrelated create finishes while the edit still waits.
+#[test]
+fn a_placement_waiting_on_a_checked_task_holds_up_no_other() {
+    let ws = Workspace::new("tree-wait");
+    let cfg = ws.path(".warden/warden.toml");
+    let toml = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("busy_timeout_ms = 5000", "busy_timeout_ms = 3000");
+    std::fs::write(&cfg, toml).unwrap();
+    let pid_file = ws.path("guard.pid");
+    let guard = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
+    ws.create("r", &["--agent", "x", "--postchecks", &guard]);
+    ws.to("r", "working");
+    ws.handoff("r");
+    let mut complete = command(&ws.root)
+        .args(["task", "complete", "r"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard_pid = crate::hostile::pid_written(&pid_file, "the guard");
+    let mut edit = command(&ws.root)
+        .args(["task", "edit", "r", "--title", "renamed"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The edit waits on r's lock: its waiting thread is there.
+    let edit_pid = edit.id();
+    let waiting = || {
+        std::fs::read_dir(format!("/proc/{edit_pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "task-lock")
+            })
+    };
+    let start = std::time::Instant::now();
+    while !waiting() {
+        assert!(
+            edit.try_wait().unwrap().is_none(),
+            "the edit ended before it waited on r's lock"
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(30));
+        thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = run(&ws.root, &["task", "create", "u", "--agent", "x"]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    assert!(
+        edit.try_wait().unwrap().is_none(),
+        "the create waited for the edit to give up"
+    );
+    let _ = std::process::Command::new("kill")
+        .arg(guard_pid.to_string())
+        .status();
+    let _ = complete.wait();
+    let _ = edit.wait();
+    ws.check_ok();
+}

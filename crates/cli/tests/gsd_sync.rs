@@ -674,9 +674,9 @@ fn finishing_a_plan_in_warden_writes_its_summary_and_progress() {
 }
 
 /// The write-back's counts leave a cancelled plan out, as Warden's own progress does,
-/// and keep `total_phases` true: a cancel changed nothing in `.planning/STATE.md` (50 %
-/// where `warden status` said 100 %), and `total_phases` was never rewritten (the
-/// Am4nn__Owe corpus tree read 7 phases, 9 of them complete).
+/// and `total_phases` is raised to the phases planned (never lowered: it counts the
+/// roadmap's): a cancel changed nothing in `.planning/STATE.md` (50 % where `warden
+/// status` said 100 %), and the Am4nn__Owe corpus tree read 7 phases, 9 complete.
 #[test]
 fn the_planning_state_md_counts_leave_cancelled_plans_out() {
     let ws = Workspace::new("gsd-writeback-cancel");
@@ -697,7 +697,7 @@ fn the_planning_state_md_counts_leave_cancelled_plans_out() {
     let state = std::fs::read_to_string(ws.path(".planning/STATE.md")).unwrap();
     assert_eq!(
         state,
-        "---\nprogress:\n  total_phases: 1\n  completed_phases: 1\n  total_plans: 1\n  completed_plans: 1\n  percent: 100\n---\n\nProgress: [██████████] 100%\n"
+        "---\nprogress:\n  total_phases: 2\n  completed_phases: 1\n  total_plans: 1\n  completed_plans: 1\n  percent: 100\n---\n\nProgress: [██████████] 100%\n"
     );
     ws.check_ok();
 }

@@ -325,9 +325,15 @@ impl Engine {
         mut decide: impl FnMut(&Task, &Doc) -> Result<Decision, EngineError>,
     ) -> Result<Written, EngineError> {
         let shown = self.task_file_shown(id);
+        // One writer of a task at a time from read to mirror: otherwise a second writer
+        // could read TASK.md between the first one's commit and its frontmatter rewrite,
+        // and take the stale mirror for an agent's tampering.
+        let lock = self.lock_task(id)?;
         // A pending task's first move (a leaf starting, a question, a cancel) is decided
-        // under the tree's lock, so no batch places a child under it meanwhile (a task
-        // never goes back to pending: one that was not pending here is not later).
+        // under the tree's lock too, so no batch places a child under it meanwhile (a task
+        // never goes back to pending: one that was not pending here is not later). Taken
+        // after the task's: a batch holding the tree only tries task locks, so neither
+        // waits on the other for ever.
         let pending = self
             .store
             .heads(std::slice::from_ref(id))?
@@ -338,10 +344,6 @@ impl Engine {
         } else {
             None
         };
-        // One writer of a task at a time from read to mirror: otherwise a second writer
-        // could read TASK.md between the first one's commit and its frontmatter rewrite,
-        // and take the stale mirror for an agent's tampering.
-        let lock = self.lock_task(id)?;
         if let Some(r) = request
             && let Some(stored) = self.store.request(r.key)?
         {
@@ -531,8 +533,11 @@ impl Engine {
         read: impl Fn() -> Result<R, EngineError>,
         mut decide: impl FnMut(R) -> Result<Batch, EngineError>,
     ) -> Result<Vec<Change>, EngineError> {
-        let _tree = self.lock_tree()?;
+        let mut tree = None;
         for _ in 0..CONFLICT_RETRIES {
+            if tree.is_none() {
+                tree = Some(self.lock_tree()?);
+            }
             let batch = decide(read()?)?;
             let mut locked: Vec<&TaskId> = batch
                 .changes
@@ -546,9 +551,27 @@ impl Engine {
                 .collect();
             locked.sort();
             locked.dedup();
+            // Under the tree's lock a task's lock is only tried: its holder may be a check
+            // that runs for as long as it runs (a guard, postchecks), and every placement
+            // in the project waited behind the tree's lock meanwhile (a create failed with
+            // exit 4). Held: the tree is let go, that task waited for alone, and the
+            // batch decided again.
             let mut locks = Vec::with_capacity(locked.len());
+            let mut held = None;
             for id in &locked {
-                locks.push(self.lock_task(id)?);
+                match self.lock_task_if(id, false)? {
+                    Some(f) => locks.push(f),
+                    None => {
+                        held = Some(*id);
+                        break;
+                    }
+                }
+            }
+            if let Some(id) = held {
+                drop(locks);
+                tree = None;
+                drop(self.lock_task(id)?);
+                continue;
             }
             let changes = batch.changes.clone();
             match self.store.commit(batch) {
@@ -556,6 +579,7 @@ impl Engine {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }
+            drop(tree.take());
             // A task the batch creates gets no file now: its TASK.md is written at its
             // first write (`write_task` creates a missing one after its commit), which for
             // a task the supervisor runs is its start, before any session is given the
@@ -595,6 +619,13 @@ impl Engine {
     /// A holder that keeps it longer than the store's busy timeout makes this a conflict
     /// (exit 4: safe to retry) instead of a wait without end.
     fn lock_task(&self, id: &TaskId) -> Result<std::fs::File, EngineError> {
+        self.lock_task_if(id, true)
+            .map(|f| f.expect("a lock waited for is taken"))
+    }
+
+    /// [`Engine::lock_task`] without waiting when `wait` is false: `None` when another
+    /// holds it.
+    fn lock_task_if(&self, id: &TaskId, wait: bool) -> Result<Option<std::fs::File>, EngineError> {
         let dir = self.ws.task_dir(id);
         files::check_no_links(&self.ws.dir, &dir)?;
         let path = dir.join(".lock");
@@ -629,6 +660,17 @@ impl Engine {
                 source: e,
             },
         })?;
+        if !wait {
+            return match f.try_lock() {
+                Ok(()) => Ok(Some(f)),
+                Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+                Err(std::fs::TryLockError::Error(e)) => Err(FileError::Io {
+                    path: path.display().to_string(),
+                    source: e,
+                }
+                .into()),
+            };
+        }
         let timeout = std::time::Duration::from_millis(self.config.store.busy_timeout_ms);
         let busy = move || {
             // A check that runs under the lock says so: "try again" would fail for as
@@ -647,7 +689,7 @@ impl Engine {
                 ),
             }))
         };
-        self.wait_for_lock(f, &path, busy)
+        self.wait_for_lock(f, &path, busy).map(Some)
     }
 
     /// Takes `.warden/tree.lock`, released on drop: held by every write that places

@@ -601,6 +601,51 @@ fn every_action_is_of_the_task_the_person_saw() {
     assert_eq!(f.status("a"), Status::Cancelled);
 }
 
+/// A cancel refused as stale changes nothing: it stopped the task's running guard
+/// before it looked at the version (the hand-off's check was killed, "a person is
+/// cancelling the task", and the 409 said nothing was written).
+#[test]
+fn a_stale_cancel_stops_no_check() {
+    let f = Fixture::new(|_| {});
+    let marker = f._dir.path().join("guard-ran");
+    f.app
+        .create(CreateTask {
+            id: "g".into(),
+            postchecks: Some(warden_core::model::WorkSpec::Shell(format!(
+                "touch '{}'; sleep 2",
+                marker.display()
+            ))),
+            ..Default::default()
+        })
+        .unwrap();
+    walk(&f.app, "g", &[(Status::Working, "\n## Handoff\ndone\n")]);
+    let now = f.get("/api/tasks/g", &[]).json()["task"]["version"]
+        .as_u64()
+        .unwrap();
+    let root = f._dir.path().to_path_buf();
+    let complete = std::thread::spawn(move || {
+        let app = App::find(Some(&root), Actor::Person).unwrap();
+        app.transition(&Transition::to(
+            TaskId::new("g").unwrap(),
+            Status::AgentReview,
+        ))
+        .and_then(|a| a.into_result())
+        .map(|_| ())
+    });
+    let start = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(start.elapsed() < Duration::from_secs(30), "the guard never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = f.act("g", "cancel", &format!(r#"{{"version": {}}}"#, now - 1));
+    assert_eq!(r.status, 409, "{}", r.body);
+    complete
+        .join()
+        .unwrap()
+        .expect("the guard ran to its end and the hand-off was taken");
+    assert_eq!(f.status("g"), Status::AgentReview);
+}
+
 #[test]
 fn failures_have_the_documented_statuses() {
     let f = Fixture::new(|_| {});

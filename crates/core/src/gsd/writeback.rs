@@ -121,7 +121,8 @@ pub struct GsdProgress {
     pub total_plans: usize,
     /// Those done.
     pub completed_plans: usize,
-    /// Phases under `phases/`, but those whose plans are all cancelled.
+    /// Phases under `phases/`, but those whose plans are all cancelled (STATE.md's
+    /// `total_phases` is raised to it, never lowered: it counts the roadmap's).
     pub total_phases: usize,
     /// Phases under `phases/` whose plans (but the cancelled) are all done.
     pub completed_phases: usize,
@@ -211,12 +212,20 @@ pub fn update_state_md(text: &str, p: &GsdProgress) -> Option<String> {
         if in_front {
             if !bare.starts_with([' ', '\t']) {
                 in_progress_block = bare.trim_end() == "progress:";
-            } else if in_progress_block && let Some((key, _)) = bare.trim_start().split_once(':') {
+            } else if in_progress_block
+                && let Some((key, old)) = bare.trim_start().split_once(':')
+            {
                 let value = match key.trim() {
                     "completed_plans" => Some(p.completed_plans),
                     "total_plans" => Some(p.total_plans),
                     "completed_phases" => Some(p.completed_phases),
-                    "total_phases" => Some(p.total_phases),
+                    // GSD counts the roadmap's phases, planned or not; the folders under
+                    // `phases/` are those planned so far. Raised to them (a tree read 7
+                    // phases, 9 complete), never lowered (a roadmap of 3 became 1).
+                    "total_phases" => {
+                        let old = old.trim().parse::<usize>().unwrap_or(0);
+                        Some(old.max(p.total_phases))
+                    }
                     "percent" => Some(p.percent()),
                     _ => None,
                 };
@@ -417,6 +426,9 @@ mod tests {
             "---\nmilestone: v1.0\nprogress:\n  total_phases: 2\n  completed_phases: 1\n  total_plans: 4\n  completed_plans: 3\n  percent: 75\n---\n\n# Project State\n\nProgress: [███████░░░] 75%\n\nProgress: kept\n"
         );
         assert_eq!(update_state_md(&out, &p), None, "idempotent");
+        // The roadmap's phases not planned yet stay counted.
+        let roadmap = out.replace("total_phases: 2", "total_phases: 5");
+        assert_eq!(update_state_md(&roadmap, &p), None);
         // No progress anywhere: nothing is added.
         assert_eq!(update_state_md("# State\n\nPhase: 1\n", &p), None);
         // GSD's line keeps what follows its bar; a line in words is the person's.

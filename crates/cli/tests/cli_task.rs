@@ -1440,6 +1440,11 @@ fn tampered_frontmatter_is_ignored_restored_and_recorded() {
     ws.set_frontmatter("t", "attempts", "0");
     ws.set_frontmatter("t", "status", "done");
     ws.set_frontmatter("t", "review_round", "7");
+    // Runner-owned fields Warden does not mirror (DESIGN 1): were dropped unrecorded.
+    let with_extra = ws
+        .read_task_md("t")
+        .replacen("\nbranch:", "\npasses: true\nversion: 99\nbranch:", 1);
+    ws.write_task_md("t", &with_extra);
     let body_before = ws.read_task_md("t");
     let body_before = &body_before[body_before.find("\n# ").unwrap()..];
 
@@ -1463,13 +1468,15 @@ fn tampered_frontmatter_is_ignored_restored_and_recorded() {
         after.ends_with(body_before),
         "the body is kept byte for byte:\n{after}"
     );
+    assert_eq!(ws.frontmatter("t", "passes"), None);
+    assert_eq!(ws.frontmatter("t", "version"), None);
     let tamper = ws.events("tamper.ignored", Some("t"));
-    assert_eq!(tamper.len(), 3, "one event per tampered field: {tamper:?}");
+    assert_eq!(tamper.len(), 5, "one event per tampered field: {tamper:?}");
     let fields: Vec<&str> = tamper
         .iter()
         .map(|e| e["data"]["field"].as_str().unwrap_or("?"))
         .collect();
-    for f in ["attempts", "status", "review_round"] {
+    for f in ["attempts", "status", "review_round", "passes", "version"] {
         assert!(fields.contains(&f), "no tamper.ignored for {f}: {tamper:?}");
     }
     // The tamper events are in the same write as the transition.
@@ -1480,7 +1487,7 @@ fn tampered_frontmatter_is_ignored_restored_and_recorded() {
     );
     // Nothing to record on the next write.
     ws.to("t", "working");
-    assert_eq!(ws.events("tamper.ignored", Some("t")).len(), 3);
+    assert_eq!(ws.events("tamper.ignored", Some("t")).len(), 5);
     ws.check_ok();
 }
 

@@ -105,6 +105,7 @@ pub fn doc_of(text: &str, task: &Task) -> Doc {
     let tamper = match parsed.frontmatter {
         Some(found) => artifact::tampered(&found, &artifact::mirror(task))
             .into_iter()
+            .chain(artifact::tampered_unmirrored(&found, task))
             .map(|t| EventKind::TamperIgnored {
                 field: t.field,
                 agent_value: t.agent_value,

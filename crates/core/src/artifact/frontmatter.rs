@@ -275,6 +275,30 @@ pub fn tampered(found: &Frontmatter, truth: &Frontmatter) -> Vec<Tamper> {
         .collect()
 }
 
+/// Runner-owned fields Warden does not mirror into TASK.md (DESIGN 1 names them): one an
+/// agent writes there is a tamper too, with the stored value as the truth (they were
+/// dropped from the file without a record).
+pub const RUNNER_OWNED_UNMIRRORED: [&str; 2] = ["passes", "version"];
+
+/// The keys of [`RUNNER_OWNED_UNMIRRORED`] that `found` (read from TASK.md) holds.
+pub fn tampered_unmirrored(found: &Frontmatter, task: &Task) -> Vec<Tamper> {
+    RUNNER_OWNED_UNMIRRORED
+        .iter()
+        .filter_map(|field| {
+            let agent = found.extra.get(*field)?;
+            let true_value = match *field {
+                "passes" => task.passes().to_string(),
+                _ => task.version().to_string(),
+            };
+            Some(Tamper {
+                field: (*field).to_owned(),
+                agent_value: Some(agent.clone()),
+                true_value,
+            })
+        })
+        .collect()
+}
+
 /// `text` with its frontmatter block replaced by `fm` (or `fm` inserted at the top when
 /// there is no closed block). The body bytes are kept exactly; a leading byte order mark
 /// stays first; the block uses `\r\n` when the file's first line ends with one.

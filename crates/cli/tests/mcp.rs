@@ -717,6 +717,41 @@ fn every_request_read_is_answered_after_stdin_closes() {
     assert_eq!(ws.show("slow")["status"], "agent-review");
 }
 
+/// A client that goes away before it begins, or begins with something else than
+/// `initialize`, is not Warden's failure: exit 0, or 2 with one line naming what it
+/// sent (both were exit 5, "internal", the second with a Rust debug dump).
+#[test]
+fn a_client_that_never_initializes_is_not_an_internal_error() {
+    use std::io::Write;
+    let ws = Workspace::new("mcp-noinit");
+    for (input, want, line) in [
+        ("", 0, "warden mcp: the client closed the connection before it initialized the session; nothing was served"),
+        (
+            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            2,
+            "error: the MCP client's first message was `notifications/initialized`, not `initialize`: a client starts the session with an initialize request, then the notifications/initialized notification",
+        ),
+    ] {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.arg("mcp")
+            .current_dir(&ws.root)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for k in crate::common::WARDEN_ENV {
+            cmd.env_remove(k);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(want), "{err}");
+        assert_eq!(err.trim_end(), line);
+    }
+}
+
 /// A request for an MCP method whose params do not fit is "invalid params" (-32602),
 /// naming what the method needs; only a method MCP does not have is "method not found".
 /// Before, `tools/call` without params was answered "no method tools/call".

@@ -265,8 +265,36 @@ impl WardenServer {
                 ),
                 crate::framing::Counted::new(tokio::io::stdout(), replies),
             ))
-            .await
-            .map_err(|e| Failure::internal(format!("the MCP session could not start: {e}")))?;
+            .await;
+        let running = match running {
+            Ok(r) => r,
+            // A client that went away before it began: nothing was asked, nothing wrong
+            // on this side (it was exit 5, "internal").
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+                warden_store::say!(
+                    "warden mcp: the client closed the connection before it initialized the session; nothing was served"
+                );
+                return Ok(());
+            }
+            // The client's mistake, said in a line (it was exit 5 and a Rust debug dump
+            // of the message).
+            Err(rmcp::service::ServerInitializeError::ExpectedInitializeRequest(first)) => {
+                let what = first
+                    .and_then(|m| serde_json::to_value(m).ok())
+                    .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_owned))
+                    .map_or_else(|| "a message that is not a request".to_owned(), |m| {
+                        format!("`{m}`")
+                    });
+                return Err(Failure::usage(format!(
+                    "the MCP client's first message was {what}, not `initialize`: a client starts the session with an initialize request, then the notifications/initialized notification"
+                )));
+            }
+            Err(e) => {
+                return Err(Failure::internal(format!(
+                    "the MCP session could not start: {e}"
+                )));
+            }
+        };
         running
             .waiting()
             .await

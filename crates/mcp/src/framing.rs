@@ -296,6 +296,17 @@ fn checked(line: Vec<u8>) -> Option<(Vec<u8>, Kind)> {
     if v.get("jsonrpc").and_then(|j| j.as_str()) != Some("2.0") {
         return invalid(id, -32600, "\"jsonrpc\" must be \"2.0\"".to_owned());
     }
+    // A request without a method name (no "method", or not a string) was answered
+    // "Invalid request" without its id: the client could not tell which one failed. A
+    // response (the client answering the server) has none and is rmcp's.
+    let response = v.get("result").is_some() || v.get("error").is_some();
+    if !response && !v.get("method").is_some_and(|m| m.is_string()) {
+        return invalid(
+            id,
+            -32600,
+            "a request needs \"method\", the method's name as a string".to_owned(),
+        );
+    }
     match v.get("params") {
         None | Some(serde_json::Value::Object(_)) => {}
         Some(_) => return invalid(id, -32602, "\"params\" must be an object".to_owned()),
@@ -462,6 +473,21 @@ mod tests {
         assert_eq!(
             error(r#"{"jsonrpc":"1.0","id":52,"method":"ping"}"#),
             (serde_json::json!(52), -32600)
+        );
+        // No method, or one that is not a string: answered with the id (rmcp's
+        // "Invalid request" had none).
+        assert_eq!(
+            error(r#"{"jsonrpc":"2.0","id":17}"#),
+            (serde_json::json!(17), -32600)
+        );
+        assert_eq!(
+            error(r#"{"jsonrpc":"2.0","id":19,"method":5}"#),
+            (serde_json::json!(19), -32600)
+        );
+        // A client's response to the server has no method, and is rmcp's.
+        assert_eq!(
+            stand(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            Some(serde_json::json!({"jsonrpc":"2.0","id":3,"result":{}}))
         );
         assert_eq!(
             error(

@@ -42,8 +42,7 @@ fn memory_merges_from_a_file_and_stdin_with_caps() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::io::Write::write_all(child.stdin.as_mut().unwrap(), br#"{"goals": ["x"]}"#)
-            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), br#"{"goals": ["x"]}"#).unwrap();
         drop(child.stdin.take());
         let o = child.wait_with_output().unwrap();
         assert_eq!(code(&o), 2, "{}", describe(&["memory", "merge", "m"], &o));

@@ -1261,7 +1261,11 @@ fn a_workers_end_after_its_hand_off_is_not_the_reviewers() {
     let o = as_reviewer(&["task", "exited", "t", "--exit-code", "0", "--session", "r1"]);
     assert_eq!(code(&o), 0, "{}", text(&o.stderr));
     assert_eq!(ws.status("t"), "agent-review");
-    assert_eq!(ws.show("t")["crash_count"], 1, "a reviewer's end without a verdict");
+    assert_eq!(
+        ws.show("t")["crash_count"],
+        1,
+        "a reviewer's end without a verdict"
+    );
     // The reviewer's own verdict is the one that moves it.
     ws.review("t", "PASS, by the reviewer");
     let o = as_reviewer(&["task", "exited", "t", "--exit-code", "0", "--session", "r2"]);
@@ -1441,9 +1445,9 @@ fn tampered_frontmatter_is_ignored_restored_and_recorded() {
     ws.set_frontmatter("t", "status", "done");
     ws.set_frontmatter("t", "review_round", "7");
     // Runner-owned fields Warden does not mirror (DESIGN 1): were dropped unrecorded.
-    let with_extra = ws
-        .read_task_md("t")
-        .replacen("\nbranch:", "\npasses: true\nversion: 99\nbranch:", 1);
+    let with_extra =
+        ws.read_task_md("t")
+            .replacen("\nbranch:", "\npasses: true\nversion: 99\nbranch:", 1);
     ws.write_task_md("t", &with_extra);
     let body_before = ws.read_task_md("t");
     let body_before = &body_before[body_before.find("\n# ").unwrap()..];

@@ -758,7 +758,7 @@ fn fifos_planted_as_locks_and_logs_hold_up_nothing() {
             .contains("output.log: not a regular file"),
         "{}",
         ws.show("t")
-    );    // A get-shit-done STATE.md: read only as a file (the sync waited on it for ever).
+    ); // A get-shit-done STATE.md: read only as a file (the sync waited on it for ever).
     ws.write(".planning/phases/01-x/01-01-PLAN.md", "# a plan\n");
     mkfifo(".planning/STATE.md");
     let o = within(&["plan", "sync"]);

@@ -725,7 +725,11 @@ fn a_client_that_never_initializes_is_not_an_internal_error() {
     use std::io::Write;
     let ws = Workspace::new("mcp-noinit");
     for (input, want, line) in [
-        ("", 0, "warden mcp: the client closed the connection before it initialized the session; nothing was served"),
+        (
+            "",
+            0,
+            "warden mcp: the client closed the connection before it initialized the session; nothing was served",
+        ),
         (
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
             2,

@@ -906,7 +906,12 @@ pub fn exited(
         judged: (decision.disposition == Disposition::Stale
             && record.map(|r| r.role).or(report.role) == Some(Role::Worker)
             && task.status() == Status::AgentReview)
-            .then(|| task.fresh(&input.artifacts).review.as_ref().map(evidence_ref))
+            .then(|| {
+                task.fresh(&input.artifacts)
+                    .review
+                    .as_ref()
+                    .map(evidence_ref)
+            })
             .flatten(),
     }];
     if decision.disposition != Disposition::Current {

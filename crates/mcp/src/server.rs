@@ -282,9 +282,10 @@ impl WardenServer {
                 let what = first
                     .and_then(|m| serde_json::to_value(m).ok())
                     .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_owned))
-                    .map_or_else(|| "a message that is not a request".to_owned(), |m| {
-                        format!("`{m}`")
-                    });
+                    .map_or_else(
+                        || "a message that is not a request".to_owned(),
+                        |m| format!("`{m}`"),
+                    );
                 return Err(Failure::usage(format!(
                     "the MCP client's first message was {what}, not `initialize`: a client starts the session with an initialize request, then the notifications/initialized notification"
                 )));

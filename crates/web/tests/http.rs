@@ -634,7 +634,10 @@ fn a_stale_cancel_stops_no_check() {
     });
     let start = std::time::Instant::now();
     while !marker.exists() {
-        assert!(start.elapsed() < Duration::from_secs(30), "the guard never ran");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the guard never ran"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let r = f.act("g", "cancel", &format!(r#"{{"version": {}}}"#, now - 1));

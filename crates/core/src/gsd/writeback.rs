@@ -212,8 +212,7 @@ pub fn update_state_md(text: &str, p: &GsdProgress) -> Option<String> {
         if in_front {
             if !bare.starts_with([' ', '\t']) {
                 in_progress_block = bare.trim_end() == "progress:";
-            } else if in_progress_block
-                && let Some((key, old)) = bare.trim_start().split_once(':')
+            } else if in_progress_block && let Some((key, old)) = bare.trim_start().split_once(':')
             {
                 let value = match key.trim() {
                     "completed_plans" => Some(p.completed_plans),

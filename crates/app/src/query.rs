@@ -303,11 +303,9 @@ impl App {
         // group, so "g is pending" named a status no view shows.
         let children = self.eng.store.child_ids(id)?;
         if !children.is_empty() {
-            let shown: Vec<&str> = children.iter().take(5).map(TaskId::as_str).collect();
-            let more = if children.len() > 5 { ", …" } else { "" };
             return Err(Failure::refused(format!(
-                "{id} is a group: agents work on the tasks in it ({}{more}), and each has its own prompt: `warden prompt {}`",
-                shown.join(", "),
+                "{id} is a group: agents work on the tasks in it ({}), and each has its own prompt: `warden prompt {}`",
+                crate::task::first_of(&children),
                 children[0]
             )));
         }
@@ -345,11 +343,9 @@ impl App {
                 // A group never has a session: its tasks do.
                 let children = self.eng.store.child_ids(id)?;
                 if let Some(first) = children.first() {
-                    let shown: Vec<&str> = children.iter().take(5).map(TaskId::as_str).collect();
-                    let more = if children.len() > 5 { ", …" } else { "" };
                     return Err(Failure::not_found(format!(
-                        "{id} is a group: sessions run for the tasks in it ({}{more}); `warden task log {first}`",
-                        shown.join(", ")
+                        "{id} is a group: sessions run for the tasks in it ({}); `warden task log {first}`",
+                        crate::task::first_of(&children)
                     )));
                 }
                 return Err(Failure::not_found(format!(

@@ -442,11 +442,9 @@ impl App {
     fn transition_group(&self, req: &Transition, children: &[TaskId]) -> Result<Answer> {
         let id = &req.id;
         if req.to != Status::Cancelled {
-            let shown: Vec<&str> = children.iter().take(5).map(TaskId::as_str).collect();
-            let more = if children.len() > 5 { ", …" } else { "" };
             return Err(Failure::refused(format!(
-                "{id} is a group: its status comes from the tasks in it ({}{more}); move those, or cancel the group to cancel all of them",
-                shown.join(", ")
+                "{id} is a group: its status comes from the tasks in it ({}); move those, or cancel the group to cancel all of them",
+                first_of(children)
             )));
         }
         // A group whose tasks are all done is done: there is nothing left to stop, and a
@@ -954,4 +952,11 @@ fn verb_of(to: Status) -> &'static str {
         Status::Done => "approved",
         _ => "moved",
     }
+}
+
+/// The first five of a group's tasks, for a message: "a, b, c, d, e, …".
+pub(crate) fn first_of(children: &[TaskId]) -> String {
+    let shown: Vec<&str> = children.iter().take(5).map(TaskId::as_str).collect();
+    let more = if children.len() > 5 { ", …" } else { "" };
+    format!("{}{more}", shown.join(", "))
 }

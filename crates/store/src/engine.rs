@@ -651,15 +651,7 @@ impl Engine {
             }
             r => r,
         };
-        let f = opened.map_err(|e| match e.raw_os_error() {
-            Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
-                FileError::Symlink(path.display().to_string())
-            }
-            _ => FileError::Io {
-                path: path.display().to_string(),
-                source: e,
-            },
-        })?;
+        let f = opened.map_err(|e| lock_open_error(&path, e))?;
         if !wait {
             return match f.try_lock() {
                 Ok(()) => Ok(Some(f)),
@@ -701,15 +693,7 @@ impl Engine {
     /// Taken before any task's lock, never after one.
     pub fn lock_tree(&self) -> Result<std::fs::File, EngineError> {
         let path = self.ws.dir.join("tree.lock");
-        let f = open_lock_file(&path).map_err(|e| match e.raw_os_error() {
-            Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
-                FileError::Symlink(path.display().to_string())
-            }
-            _ => FileError::Io {
-                path: path.display().to_string(),
-                source: e,
-            },
-        })?;
+        let f = open_lock_file(&path).map_err(|e| lock_open_error(&path, e))?;
         let ms = self.config.store.busy_timeout_ms;
         self.wait_for_lock(f, &path, move || {
             Failure::conflict(format!(
@@ -1042,15 +1026,7 @@ impl Engine {
         let path = self.ws.dir.join("state.lock");
         let lock = open_lock_file(&path)
             .and_then(|f| f.lock().map(|()| f))
-            .map_err(|e| match e.raw_os_error() {
-                Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
-                    FileError::Symlink(path.display().to_string())
-                }
-                _ => FileError::Io {
-                    path: path.display().to_string(),
-                    source: e,
-                },
-            })?;
+            .map_err(|e| lock_open_error(&path, e))?;
         let text = self.render_state()?;
         let state_md = self.ws.state_md();
         if durable {
@@ -1069,30 +1045,28 @@ impl Engine {
 /// no reader held every writer of the task, or of every task for `state.lock`, for
 /// ever, before any busy timeout could apply), and refused unless a regular file.
 fn open_lock_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .custom_flags(flags.bits() as i32)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            // A FIFO without a reader: said as what is wrong with the file.
-            Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => not_a_file(),
-            _ => e,
-        })?;
-    if !f.metadata()?.is_file() {
-        return Err(not_a_file());
-    }
-    Ok(f)
-}
-
-fn not_a_file() -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::InvalidInput,
+    files::open_file_only(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true),
+        path,
         "not a regular file (a FIFO, socket or device was put where Warden keeps a lock); remove it and run the command again",
     )
+}
+
+/// A lock file that could not be opened, as a file error (a link planted there is
+/// named as one).
+fn lock_open_error(path: &std::path::Path, e: std::io::Error) -> FileError {
+    match e.raw_os_error() {
+        Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
+            FileError::Symlink(path.display().to_string())
+        }
+        _ => FileError::Io {
+            path: path.display().to_string(),
+            source: e,
+        },
+    }
 }
 
 /// The largest kept STATE.md model read (one of 100,000 tasks is about 9 MB).

@@ -88,6 +88,31 @@ fn io(path: &Path, source: std::io::Error) -> FileError {
     }
 }
 
+/// Opens `path` with `opts`, never through a link and never blocking on a FIFO planted
+/// there (opened non-blocking; a FIFO without a reader or anything but a regular file
+/// is an `InvalidInput` error saying `refusal`): a lock file or a session log that was
+/// a FIFO held every command that opened it for ever, before any timeout applied.
+pub fn open_file_only(
+    opts: &mut std::fs::OpenOptions,
+    path: &Path,
+    refusal: &'static str,
+) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let not_a_file = || std::io::Error::new(std::io::ErrorKind::InvalidInput, refusal);
+    let f = opts
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => not_a_file(),
+            _ => e,
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(not_a_file());
+    }
+    Ok(f)
+}
+
 /// Checks that no component of `path` below `base` is a symlink, so a link planted in
 /// a task folder cannot make Warden read or write outside the workspace.
 pub fn check_no_links(base: &Path, path: &Path) -> Result<(), FileError> {

@@ -493,29 +493,14 @@ pub(crate) fn append_log(path: &Path) -> Result<File, SessionError> {
     open_log(OpenOptions::new().create(true).append(true), path).map_err(err)
 }
 
-/// Opens a session log with `opts`, never blocking on a FIFO put where it goes (the
-/// session host and `task peek` hung there for ever) nor following a link: anything but
-/// a regular file is an error.
+/// Opens a session log with `opts` (see [`warden_store::files::open_file_only`]: the
+/// session host and `task peek` hung on a FIFO put there).
 fn open_log(opts: &mut OpenOptions, path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    let not_a_file = || {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file (a FIFO, socket or device was put where the session log goes); remove it",
-        )
-    };
-    let f = opts
-        .custom_flags(flags.bits() as i32)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => not_a_file(),
-            _ => e,
-        })?;
-    if !f.metadata()?.is_file() {
-        return Err(not_a_file());
-    }
-    Ok(f)
+    warden_store::files::open_file_only(
+        opts,
+        path,
+        "not a regular file (a FIFO, socket or device was put where the session log goes); remove it",
+    )
 }
 
 /// Appends one line to a log, ignoring failure: it is only ever a note next to the
